@@ -1,0 +1,42 @@
+# Statewise task runner. CI runs `make test` (through .ci/run) and nothing else.
+# Every target installs what it needs first (scripts/bootstrap, idempotent).
+SHELL := /bin/bash
+VENV := .venv/bin
+PYTEST_ARGS ?=
+
+.PHONY: help setup demo test test-unit test-integration lint lock broker-up broker-down clean
+
+help:  ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+setup:  ## install the venv and the JVM jars into this clone (idempotent)
+	@scripts/bootstrap
+
+demo: setup  ## live demo: local Kafka, producers, the apps, results as they arrive (Ctrl-C stops)
+	@$(VENV)/statewise demo
+
+test: setup  ## lint, then every test (unit, then integration on a real broker and Spark)
+	@$(VENV)/ruff check shared apps bench tests
+	@$(VENV)/pytest $(PYTEST_ARGS)
+
+test-unit: setup  ## unit tests only: no Kafka, no JVM
+	@$(VENV)/pytest -m "not integration" $(PYTEST_ARGS)
+
+test-integration: setup  ## integration and recovery tests only
+	@$(VENV)/pytest -m integration $(PYTEST_ARGS)
+
+lint: setup  ## ruff
+	@$(VENV)/ruff check shared apps bench tests
+
+lock: setup  ## re-pin requirements.lock from pyproject.toml's ranges
+	@python3.11 -m venv /tmp/statewise-lock && /tmp/statewise-lock/bin/pip install -q -e ".[dev]" \
+	  && /tmp/statewise-lock/bin/pip freeze --exclude-editable > requirements.lock && rm -rf /tmp/statewise-lock
+
+broker-up: setup  ## start the local Kafka broker (KRaft) on 127.0.0.1:9092
+	@$(VENV)/statewise broker up
+
+broker-down:  ## stop the local Kafka broker
+	@$(VENV)/statewise broker down
+
+clean: broker-down  ## remove local state (checkpoints, broker data, metrics); keeps .venv and jars
+	rm -rf var

@@ -1,0 +1,203 @@
+"""A single-node Apache Kafka broker in KRaft mode (broker and controller in one JVM).
+
+The jars come from Maven (deploy/maven/kafka-broker, resolved by scripts/bootstrap).
+Everything the broker writes stays under one folder: storage, logs, its pid file.
+The broker runs detached, so it outlives the command that started it, and is
+stopped with SIGTERM (a controlled shutdown), then SIGKILL if it hangs.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.settings import REPO_ROOT
+
+BROKER_JARS = REPO_ROOT / ".cache" / "jars" / "kafka-broker"
+DEFAULT_HOME = REPO_ROOT / "var" / "kafka"
+
+
+class BrokerError(RuntimeError):
+    """The broker could not be started, or did not answer in time."""
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    home: Path = DEFAULT_HOME
+    host: str = "127.0.0.1"
+    port: int = 9092
+    controller_port: int = 9093
+    heap: str = "512m"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def server_properties(self) -> str:
+        # Single node: every internal topic has one replica; no rebalance delay so
+        # that consumer groups in tests start at once.
+        lines = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},"
+                         f"CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.home / "data"),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # Aborted transactions (killed writers) are timed out quickly locally.
+            "transaction.max.timeout.ms": "900000",
+            "log.retention.hours": "24",
+            "log.segment.bytes": str(128 * 1024 * 1024),
+        }
+        return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
+class LocalBroker:
+    """Start, probe and stop one local KRaft broker."""
+
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        self.config = config or BrokerConfig()
+        self.home = self.config.home
+        self.pid_file = self.home / "broker.pid"
+        self.log_file = self.home / "broker.log"
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start the broker if it is not running, and wait until it answers."""
+        if self.is_running():
+            self.wait_ready(timeout_s)
+            return
+        if _port_in_use(self.config.host, self.config.port):
+            raise BrokerError(f"port {self.config.port} is taken by another process")
+        self.home.mkdir(parents=True, exist_ok=True)
+        properties = self.home / "server.properties"
+        properties.write_text(self.config.server_properties())
+        self._format_storage(properties)
+        with open(self.log_file, "ab") as log:
+            process = subprocess.Popen(
+                [*self._java(), "kafka.Kafka", str(properties)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # survives Ctrl-C in the starting terminal
+            )
+        self.pid_file.write_text(str(process.pid))
+        self.wait_ready(timeout_s, process)
+
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """Stop the broker; returns False if none was running."""
+        pid = self._pid()
+        if pid is None:
+            return False
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            _signal(pid, signal.SIGKILL)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def is_running(self) -> bool:
+        return self._pid() is not None
+
+    def wait_ready(self, timeout_s: float, process: subprocess.Popen | None = None) -> None:
+        """Block until the broker reports itself in cluster metadata."""
+        from confluent_kafka.admin import AdminClient
+
+        # log_level 0: librdkafka would print a line per refused connection while we poll.
+        admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, "log_level": 0})
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise BrokerError(f"broker exited with {process.returncode}; see {self.log_file}")
+            try:
+                if admin.list_topics(timeout=2).brokers:
+                    return
+            except Exception:  # noqa: BLE001 - not up yet; the deadline decides
+                pass
+            time.sleep(0.3)
+        raise BrokerError(f"broker did not answer within {timeout_s} s; see {self.log_file}")
+
+    # -- helpers -------------------------------------------------------------
+    def _java(self) -> list[str]:
+        if not any(BROKER_JARS.glob("*.jar")):
+            raise BrokerError(f"no broker jars in {BROKER_JARS}: run scripts/bootstrap")
+        log4j = REPO_ROOT / "deploy" / "kafka" / "log4j2.yaml"
+        return ["java", f"-Xmx{self.config.heap}", "-XX:+UseG1GC",
+                f"-Dlog4j2.configurationFile={log4j}",
+                f"-Dkafka.logs.dir={self.home / 'logs'}",
+                "-cp", f"{BROKER_JARS}/*"]
+
+    def _format_storage(self, properties: Path) -> None:
+        if (self.home / "data" / "meta.properties").exists():
+            return  # formatted before: keep the data (a restart, not a new cluster)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        result = subprocess.run(
+            [*self._java(), "kafka.tools.StorageTool", "format",
+             "-t", cluster_id, "-c", str(properties)],
+            capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BrokerError(f"formatting storage failed: {result.stdout}{result.stderr}")
+
+    def _pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        if _alive(pid):
+            return pid
+        self.pid_file.unlink(missing_ok=True)  # stale: the broker died or was killed
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still "exists"; treat it as gone.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        return state != "Z"
+    except OSError:
+        return True
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((host, port)) == 0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (for test brokers)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,44 @@
+"""Reading a Spark checkpoint's own logs, through Hadoop's filesystem API so that the
+same code works on a local folder, HDFS or an object store."""
+
+from __future__ import annotations
+
+import json
+
+from pyspark.sql import SparkSession
+
+
+def read_text(spark: SparkSession, path: str) -> str | None:
+    """The whole text of a (small) file, or None when it does not exist."""
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(hadoop_path):
+        return None
+    stream = fs.open(hadoop_path)
+    try:
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        lines = []
+        while (line := reader.readLine()) is not None:
+            lines.append(line)
+        return "\n".join(lines)
+    finally:
+        stream.close()
+
+
+def offset_log_metadata(spark: SparkSession, checkpoint: str, batch_id: int) -> dict | None:
+    """Batch ``batch_id``'s entry in the offset log: ``batchWatermarkMs``,
+    ``batchTimestampMs`` and the SQL settings fixed in the checkpoint."""
+    text = read_text(spark, f"{checkpoint}/offsets/{batch_id}")
+    if text is None:
+        return None
+    # Line 1 is the log version ("v1"), line 2 the metadata, then one line per source.
+    return json.loads(text.splitlines()[1])
+
+
+def query_id(spark: SparkSession, checkpoint: str) -> str:
+    """The query id Spark keeps in the checkpoint for its whole life."""
+    text = read_text(spark, f"{checkpoint}/metadata")
+    if text is None:
+        raise FileNotFoundError(f"no query metadata in {checkpoint}: has the query started?")
+    return json.loads(text)["id"]

@@ -1,0 +1,169 @@
+"""Reading Kafka into Spark, decoding records, and the envelope every output takes.
+
+Decoding never drops a record silently: a record that cannot be decoded becomes a
+dead-letter *envelope* that keeps the original key, value and headers and adds
+headers naming the reason, the app, the stage and the source topic, partition and
+offset (the convention of Kafka Connect's dead-letter queues), so it can be
+inspected and replayed once fixed.
+
+An envelope is a row shaped like Spark's own Kafka sink input:
+``topic string, key binary, value binary, headers array<struct<key string, value binary>>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from shared.settings import PlatformSettings
+from shared.topics import RecordSchema, TopicSpec
+
+SOURCE = "_source"  # struct column: the record's Kafka coordinates and raw bytes
+EVENT_TIME = "event_time"
+ENVELOPE_COLUMNS = ("topic", "key", "value", "headers")
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+REASON_HEADER = "statewise.reason"
+MAX_RECORD_BYTES = 1024 * 1024
+# timestamp_millis outside these bounds overflows; ANSI mode would fail the query.
+_MIN_EVENT_MS, _MAX_EVENT_MS = -62_135_596_800_000, 253_402_300_799_999
+_CORRUPT = "_corrupt_record"
+
+
+def client_properties(settings: PlatformSettings) -> dict[str, str]:
+    """Kafka client settings from the properties file named in settings (security)."""
+    if not settings.kafka_security:
+        return {}
+    properties: dict[str, str] = {}
+    for line in Path(settings.kafka_security).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            properties[key.strip()] = value.strip()
+    return properties
+
+
+def read_topics(spark: SparkSession, settings: PlatformSettings,
+                specs: tuple[TopicSpec, ...]) -> DataFrame:
+    """A streaming DataFrame of the raw Kafka records of ``specs``."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .option("subscribe", ",".join(s.qualified(settings.topic_prefix) for s in specs))
+        .option("startingOffsets", settings.starting_offsets)
+        .option("includeHeaders", "true")
+        # Offsets lost to retention fail the query instead of being skipped silently.
+        .option("failOnDataLoss", "true")
+    )
+    if settings.max_offsets_per_trigger > 0:
+        reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
+    for key, value in client_properties(settings).items():
+        reader = reader.option(f"kafka.{key}", value)
+    return reader.load()
+
+
+@dataclass(frozen=True)
+class Decoded:
+    records: DataFrame  # schema fields + event_time + _source
+    rejects: DataFrame  # dead-letter envelopes
+
+
+def decode(raw: DataFrame, schema: RecordSchema, app: str, dead_letter: str) -> Decoded:
+    """Parse JSON values of ``raw`` Kafka rows into ``schema``'s columns."""
+    value_text = F.col("value").cast(StringType())
+    parse_schema = schema.struct.add(_CORRUPT, StringType(), True)
+    parsed = F.from_json(value_text, parse_schema,
+                         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    staged = raw.select(
+        F.struct("topic", "partition", "offset", "timestamp", "key", "value",
+                 "headers").alias(SOURCE),
+        parsed.alias("_parsed"),
+    )
+    staged = staged.withColumn("_reason", _decode_reason(schema))
+    fields = [F.col(f"_parsed.{name}").alias(name) for name in schema.field_names]
+    if schema.event_time_field:
+        fields.append(F.timestamp_millis(F.col(f"_parsed.{schema.event_time_field}"))
+                      .alias(EVENT_TIME))
+    records = staged.where(F.col("_reason").isNull()).select(*fields, SOURCE)
+    rejects = dead_letter_envelopes(
+        staged.where(F.col("_reason").isNotNull()), F.col("_reason"), app, "decode",
+        dead_letter)
+    return Decoded(records, rejects)
+
+
+def _decode_reason(schema: RecordSchema) -> Column:
+    value = F.col(f"{SOURCE}.value")
+    parsed = F.col("_parsed")
+    reason = (
+        F.when(value.isNull() | (F.length(value) == 0), F.lit("empty value"))
+        .when(F.length(value) > MAX_RECORD_BYTES,
+              F.format_string("oversized record: %d bytes", F.length(value)))
+        .when(parsed.isNull(), F.lit("malformed JSON: not an object"))
+        .when(parsed[_CORRUPT].isNotNull(), _corrupt_reason(schema))
+    )
+    for name in schema.required:
+        reason = reason.when(parsed[name].isNull(),
+                             F.lit(f"missing required field '{name}'"))
+    if schema.event_time_field:
+        millis = parsed[schema.event_time_field]
+        reason = reason.when(
+            (millis < _MIN_EVENT_MS) | (millis > _MAX_EVENT_MS),
+            F.lit(f"field '{schema.event_time_field}' is not a valid epoch-millis time"))
+    return reason
+
+
+def _corrupt_reason(schema: RecordSchema) -> Column:
+    """Name the first field whose JSON value did not fit its type, else 'malformed'."""
+    value_text = F.col(f"{SOURCE}.value").cast(StringType())
+    reason = F.lit("malformed JSON")
+    for field in reversed(schema.struct.fields):
+        present = F.get_json_object(value_text, f"$.{field.name}").isNotNull()
+        reason = F.when(
+            present & F.col(f"_parsed.{field.name}").isNull(),
+            F.lit(f"field '{field.name}' is not a valid {field.dataType.simpleString()}"),
+        ).otherwise(reason)
+    return reason
+
+
+def _header(name: str, value: Column) -> Column:
+    return F.struct(F.lit(name).alias("key"), value.cast("string").cast("binary").alias("value"))
+
+
+def dead_letter_envelopes(rows: DataFrame, reason: Column, app: str, stage: str,
+                          topic: str, carry: tuple[str, ...] = ()) -> DataFrame:
+    """Envelopes to ``topic`` that keep each row's original Kafka record intact.
+
+    ``carry`` names columns of ``rows`` kept beside the envelope columns.
+    """
+    source = F.col(SOURCE)
+    added = F.array(
+        _header(REASON_HEADER, reason),
+        _header("statewise.stage", F.lit(stage)),
+        _header("statewise.app", F.lit(app)),
+        _header("statewise.source.topic", source["topic"]),
+        _header("statewise.source.partition", source["partition"]),
+        _header("statewise.source.offset", source["offset"]),
+        _header("statewise.source.timestamp", F.unix_millis(source["timestamp"])),
+    )
+    original = F.coalesce(source["headers"], F.array().cast(HEADERS_TYPE))
+    return rows.select(
+        F.lit(topic).alias("topic"),
+        source["key"].alias("key"),
+        source["value"].alias("value"),
+        F.concat(original, added).alias("headers"),
+        *carry,
+    )
+
+
+def json_envelopes(rows: DataFrame, topic: str, key_column: str) -> DataFrame:
+    """Envelopes whose value is the JSON of every column but ``_source``."""
+    payload = [c for c in rows.columns if c != SOURCE]
+    return rows.select(
+        F.lit(topic).alias("topic"),
+        F.col(key_column).cast("string").cast("binary").alias("key"),
+        F.to_json(F.struct(*payload)).cast("binary").alias("value"),
+        F.array().cast(HEADERS_TYPE).alias("headers"),
+    )

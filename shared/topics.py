@@ -1,0 +1,129 @@
+"""Declarative topic specs, and provisioning a broker or a cluster from them.
+
+A :class:`TopicSpec` states what a production cluster should have (partitions,
+replication, min ISR, retention, cleanup policy). Provisioning clamps replication
+to the brokers that exist, so the same spec serves the single local broker and a
+three-broker cluster. Provisioning is idempotent: existing topics are checked, not
+recreated, and a partition count that differs from the spec is reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class RecordSchema:
+    """The JSON value of a topic's records, as Spark reads it.
+
+    ``event_time_field`` holds epoch milliseconds (exact, timezone-free, and cheap
+    to parse); decoding adds it as a timestamp column named ``event_time``.
+    """
+
+    name: str
+    struct: StructType
+    required: tuple[str, ...] = ()
+    key_field: str | None = None
+    event_time_field: str | None = None
+
+    @property
+    def field_names(self) -> list[str]:
+        return [f.name for f in self.struct.fields]
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One Kafka topic: its name, layout and how long it keeps data."""
+
+    name: str
+    app: str
+    description: str
+    partitions: int = 4
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    retention_ms: int = 7 * DAY_MS
+    cleanup_policy: str = "delete"  # "compact" for latest-value-per-key topics
+    schema: RecordSchema | None = None  # None: values are not Statewise JSON records
+    extra_config: dict[str, str] = field(default_factory=dict)
+
+    def qualified(self, prefix: str) -> str:
+        """The topic's name on the broker, with the environment's prefix."""
+        return f"{prefix}{self.name}"
+
+    def broker_config(self, replication: int) -> dict[str, str]:
+        config = {
+            "cleanup.policy": self.cleanup_policy,
+            "min.insync.replicas": str(min(self.min_insync_replicas, replication)),
+            **self.extra_config,
+        }
+        if self.cleanup_policy == "delete":
+            config["retention.ms"] = str(self.retention_ms)
+        return config
+
+
+class TopicMismatch(RuntimeError):
+    """An existing topic differs from its spec in a way provisioning cannot fix."""
+
+
+def admin_client(bootstrap_servers: str, client_config: dict[str, str] | None = None):
+    return AdminClient({"bootstrap.servers": bootstrap_servers, **(client_config or {})})
+
+
+def provision(admin: AdminClient, specs: Iterable[TopicSpec], prefix: str = "",
+              timeout_s: float = 30.0) -> list[str]:
+    """Create the topics that are missing; return the names created."""
+    metadata = admin.list_topics(timeout=timeout_s)
+    brokers = max(1, len(metadata.brokers))
+    existing = metadata.topics
+    wanted = {spec.qualified(prefix): spec for spec in specs}
+    for name, spec in wanted.items():
+        if name in existing and len(existing[name].partitions) != spec.partitions:
+            # Adding partitions moves keys to other partitions and so breaks keyed
+            # state and per-key order: a human decides, not provisioning.
+            raise TopicMismatch(
+                f"{name} has {len(existing[name].partitions)} partitions, spec says "
+                f"{spec.partitions}")
+    to_create = [
+        NewTopic(name, num_partitions=spec.partitions,
+                 replication_factor=min(spec.replication_factor, brokers),
+                 config=spec.broker_config(min(spec.replication_factor, brokers)))
+        for name, spec in wanted.items() if name not in existing
+    ]
+    created = []
+    for name, future in (admin.create_topics(to_create) if to_create else {}).items():
+        try:
+            future.result(timeout=timeout_s)
+            created.append(name)
+        except Exception as error:  # noqa: BLE001 - raced with another creator
+            if "TOPIC_ALREADY_EXISTS" not in str(error):
+                raise
+    _wait_visible(admin, list(wanted), timeout_s)
+    return created
+
+
+def _wait_visible(admin: AdminClient, names: list[str], timeout_s: float) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        topics = admin.list_topics(timeout=timeout_s).topics
+        if all(n in topics and topics[n].error is None for n in names):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topics not visible after {timeout_s} s: {names}")
+
+
+def describe_config(admin: AdminClient, name: str) -> dict[str, str]:
+    """The topic's effective configuration (for tests and `statewise topics`)."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    entries = admin.describe_configs([resource])[resource].result()
+    return {key: entry.value for key, entry in entries.items()}
