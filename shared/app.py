@@ -1,0 +1,70 @@
+"""What an app declares, so that the shared runner can run it.
+
+An app is a pure builder, ``build(records, settings) -> list[Output]``: it gets
+decoded, quality-checked, watermarked records and returns DataFrames, one per
+output topic. It never reads or writes a stream itself; the runner does, so the
+same builder runs under the real runner, in tests and in benchmarks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from shared.registry import AppTopics
+from shared.topics import TopicSpec
+
+
+@dataclass(frozen=True)
+class Output:
+    """Rows for one output topic; every column but ``_source`` becomes the JSON value."""
+
+    topic: TopicSpec
+    rows: DataFrame
+    key_column: str
+
+
+def rows_behind(watermark_ms: Column) -> Column:
+    """Late rule of row-level event-time operators (transformWithState, dedup).
+
+    Measured on Spark 4.3: such an operator drops an input row when its event time
+    is at or before the watermark of the *previous* batch (inclusive).
+    """
+    return F.unix_millis(F.col("event_time")) <= watermark_ms
+
+
+def windows_closed(window_ms: int) -> Callable[[Column], Column]:
+    """Late rule of a tumbling-window aggregation of ``window_ms``: the row's window
+    ended at or before the previous batch's watermark (measured, inclusive)."""
+
+    def rule(watermark_ms: Column) -> Column:
+        millis = F.unix_millis(F.col("event_time"))
+        window_end = millis - F.pmod(millis, F.lit(window_ms)) + window_ms
+        return window_end <= watermark_ms
+
+    return rule
+
+
+@dataclass(frozen=True)
+class AppDefinition:
+    """One deployable app: its topics, settings, builder and data-quality suite."""
+
+    name: str
+    topics: AppTopics
+    settings_type: type
+    build: Callable[[DataFrame, Any], list[Output]]
+    # Watermark delay, e.g. "30 seconds"; None: the app uses no event-time state.
+    allowed_lateness: Callable[[Any], str | None] = lambda settings: None
+    # Which input rows the app's stateful operators drop as late (see rows_behind).
+    late_rule: Callable[[Column], Column] = rows_behind
+    quality_suite: Callable[[Any], Any] | None = None  # settings -> ExpectationSuite
+    description: str = ""
+
+    @property
+    def input_topic(self) -> TopicSpec:
+        (topic,) = self.topics.inputs  # one input per app, for now
+        return topic

@@ -1,0 +1,157 @@
+"""The ``statewise`` command: broker up/down/status, topics, run an app, produce, demo.
+
+    statewise broker up|down|status
+    statewise topics [--app fraud]
+    statewise run fraud [--available-now] [settings flags...]
+    statewise demo
+Every command prints what it does; ``statewise run APP --help`` lists each setting
+with its environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from shared.app import AppDefinition
+from shared.settings import PlatformSettings, add_arguments, from_namespace
+
+log = logging.getLogger("statewise")
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=os.environ.get("STATEWISE_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def registered_apps() -> dict[str, AppDefinition]:
+    """Apps by name. Imported lazily: building an app imports pyspark."""
+    from shared.testing.canary import CANARY
+
+    apps = {CANARY.name: CANARY}
+    try:
+        from apps.fraud.app import FRAUD_APP
+
+        apps[FRAUD_APP.name] = FRAUD_APP
+    except ImportError:  # pragma: no cover - during early development only
+        pass
+    return apps
+
+
+def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
+    """Run one app until Ctrl-C (or, with --available-now, until caught up)."""
+    _setup_logging()
+    parser = argparse.ArgumentParser(prog=f"statewise run {app.name}",
+                                     description=app.description)
+    parser.add_argument("--available-now", action="store_true",
+                        help="process what is in Kafka now, then exit (catch-up runs, tests)")
+    add_arguments(parser, app.settings_type, os.environ)
+    args = parser.parse_args(list(argv))
+    settings = from_namespace(app.settings_type, args)
+
+    from shared.runner import run_until_stopped, start
+    from shared.spark import build_session
+    from shared.topics import admin_client, provision
+
+    provision(admin_client(settings.bootstrap_servers), app.topics.all(), settings.topic_prefix)
+    spark = build_session(settings, f"statewise-{app.name}")
+    _add_metrics_listener(spark, settings)
+    running = start(spark, app, settings, gate=_quality_gate(app, settings, spark),
+                    available_now=args.available_now)
+    log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
+    run_until_stopped(running)
+    log.info("%s stopped: %s", app.name, running.writer.sink.stats if running.writer.sink
+             else "no batch written")
+    return 0
+
+
+def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
+    try:
+        from shared.metrics import BatchMetricsListener
+    except ImportError:
+        return
+    spark.streams.addListener(BatchMetricsListener(settings.metrics_dir))
+
+
+def _quality_gate(app: AppDefinition, settings, spark):
+    if app.quality_suite is None:
+        return None
+    from shared.quality import QualityGate
+
+    return QualityGate(app.quality_suite(settings)).split
+
+
+def _broker_main(argv: Sequence[str]) -> int:
+    from shared.broker import LocalBroker
+
+    parser = argparse.ArgumentParser(prog="statewise broker")
+    parser.add_argument("action", choices=["up", "down", "status"])
+    args = parser.parse_args(list(argv))
+    broker = LocalBroker()
+    if args.action == "up":
+        print(f"starting Kafka (KRaft) on {broker.config.bootstrap_servers} ...", flush=True)
+        broker.start()
+        print(f"Kafka is up on {broker.config.bootstrap_servers}; data in {broker.home}")
+    elif args.action == "down":
+        print("Kafka stopped" if broker.stop() else "Kafka was not running")
+    else:
+        running = broker.is_running()
+        print(f"Kafka is {'running' if running else 'not running'} "
+              f"({broker.config.bootstrap_servers})")
+        return 0 if running else 3
+    return 0
+
+
+def _topics_main(argv: Sequence[str]) -> int:
+    from shared.topics import admin_client, provision
+
+    parser = argparse.ArgumentParser(prog="statewise topics",
+                                     description="create every app's topics (idempotent)")
+    parser.add_argument("--app", choices=sorted(registered_apps()), default=None)
+    add_arguments(parser, PlatformSettings, os.environ)
+    args = parser.parse_args(list(argv))
+    settings = from_namespace(PlatformSettings, args)
+    apps = registered_apps()
+    specs = [s for name, a in apps.items() if args.app in (None, name) for s in a.topics.all()]
+    created = provision(admin_client(settings.bootstrap_servers), specs, settings.topic_prefix)
+    for spec in specs:
+        name = spec.qualified(settings.topic_prefix)
+        print(f"{'created' if name in created else 'exists '} {name} "
+              f"({spec.partitions} partitions, {spec.cleanup_policy})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"broker": _broker_main, "topics": _topics_main}
+    if not argv or argv[0] in {"-h", "--help"}:
+        print(__doc__)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command == "run":
+        apps = registered_apps()
+        if not rest or rest[0] not in apps:
+            print(f"usage: statewise run {{{','.join(sorted(apps))}}} [flags]", file=sys.stderr)
+            return 2
+        return run_app_main(apps[rest[0]], rest[1:])
+    if command == "demo":
+        from shared.demo import demo_main
+
+        return demo_main(rest)
+    if command == "produce":
+        from shared.produce_cli import produce_main
+
+        return produce_main(rest)
+    if command not in commands:
+        print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
+        return 2
+    return commands[command](rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""The thin runner: wires an app's pure plan to Kafka in and the exactly-once sink out.
+
+One streaming query per app, one checkpoint folder per app under
+``settings.checkpoint_dir``. The checkpoint is never deleted here: restarting
+the runner resumes from it, which is what recovery means.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from shared.app import AppDefinition
+from shared.checkpoint import offset_log_metadata, query_id
+from shared.faults import FaultPlan
+from shared.kafka_io import EVENT_TIME, client_properties, read_topics
+from shared.pipeline import LATE_EVENT_TIME, GateFn, assemble
+from shared.settings import PlatformSettings
+from shared.sink import ExactlyOnceKafkaSink, SinkConfig
+
+log = logging.getLogger(__name__)
+
+
+def checkpoint_path(app: AppDefinition, settings: PlatformSettings) -> str:
+    return str(Path(settings.checkpoint_dir) / app.name)
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function: keeps the late rows Spark dropped, then writes."""
+
+    def __init__(self, spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
+                 checkpoint: str, faults: FaultPlan) -> None:
+        self.spark = spark
+        self.app = app
+        self.settings = settings
+        self.checkpoint = checkpoint
+        self.faults = faults
+        self.sink: ExactlyOnceKafkaSink | None = None
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        kept = self._late_filter(batch, batch_id).drop(LATE_EVENT_TIME, EVENT_TIME)
+        self._sink().__call__(kept, batch_id)
+
+    def _late_filter(self, batch: DataFrame, batch_id: int) -> DataFrame:
+        # Rows are dropped against the previous batch's watermark (measured).
+        previous = offset_log_metadata(self.spark, self.checkpoint, batch_id - 1)
+        watermark_ms = previous["batchWatermarkMs"] if previous else 0
+        candidate = F.col(LATE_EVENT_TIME).isNotNull()
+        if watermark_ms <= 0:
+            return batch.where(~candidate)
+        staged = batch.withColumn(EVENT_TIME, F.col(LATE_EVENT_TIME))
+        is_late = candidate & self.app.late_rule(F.lit(watermark_ms))
+        watermark_header = F.struct(F.lit("statewise.watermark").alias("key"),
+                                    F.lit(str(watermark_ms)).cast("binary").alias("value"))
+        return (staged.where(~candidate | is_late)
+                .withColumn("headers", F.when(
+                    candidate, F.concat("headers", F.array(watermark_header)))
+                    .otherwise(F.col("headers"))))
+
+    def _sink(self) -> ExactlyOnceKafkaSink:
+        if self.sink is None:
+            # The query id lives in the checkpoint: stable across restarts, distinct
+            # between deployments, so it names the transactional writer.
+            sink_id = f"{self.app.name}.{query_id(self.spark, self.checkpoint)}"
+            self.sink = ExactlyOnceKafkaSink(SinkConfig(
+                sink_id=sink_id,
+                bootstrap_servers=self.settings.bootstrap_servers,
+                marker_topic=self.app.topics.dead_letter.qualified(self.settings.topic_prefix),
+                client_config=client_properties(self.settings),
+            ), self.faults)
+        return self.sink
+
+
+@dataclass
+class RunningApp:
+    query: StreamingQuery
+    writer: BatchWriter
+
+    def stop(self) -> None:
+        self.query.stop()
+        if self.writer.sink is not None:
+            self.writer.sink.close()
+
+
+def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *,
+          gate: GateFn | None = None, available_now: bool = False,
+          faults: FaultPlan | None = None) -> RunningApp:
+    """Start the app's streaming query; returns at once."""
+    checkpoint = checkpoint_path(app, settings)
+    raw = read_topics(spark, settings, app.topics.inputs)
+    envelopes = assemble(raw, app, settings, gate)
+    writer = BatchWriter(spark, app, settings, checkpoint, faults or FaultPlan.from_env())
+    stream = (envelopes.writeStream.queryName(app.name)
+              .option("checkpointLocation", checkpoint)
+              .foreachBatch(writer))
+    if available_now:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=settings.trigger_interval)
+    return RunningApp(stream.start(), writer)
+
+
+def run_until_stopped(running: RunningApp) -> None:
+    """Block until the query ends or SIGINT/SIGTERM asks for a graceful stop."""
+    stop_requested = threading.Event()
+
+    def request_stop(signum, _frame):
+        log.warning("signal %s: stopping %s gracefully", signum, running.query.name)
+        stop_requested.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop_requested.is_set() and running.query.isActive:
+            running.query.awaitTermination(0.5)
+    finally:
+        running.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if running.query.exception() is not None:
+        raise RuntimeError(f"query {running.query.name} failed") from running.query.exception()
