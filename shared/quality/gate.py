@@ -1,0 +1,158 @@
+"""The inline data-quality gate: split each micro-batch into valid and rejected rows.
+
+The suite is translated once, when the gate is built (see ``translate``); each ``split``
+only adds native Column predicates to the plan, so no great-expectations call runs per
+batch. Typical use, in ``foreachBatch`` (persist the batch: both outputs read it)::
+
+    gate = QualityGate(suite, event_time=EventTimeBound(
+        "event_time", past=timedelta(days=7), future=timedelta(hours=1),
+        reference_column="kafka_timestamp"))
+
+    def process(batch, batch_id):
+        valid, rejected = gate.split(batch)
+
+Rejected rows keep every column and gain ``dq_reason``: the names of ALL the checks the
+row failed, in suite order (the event-time check last), joined by "; ".
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from great_expectations.core.expectation_suite import ExpectationSuite
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructType, TimestampNTZType, TimestampType
+
+from shared.quality.translate import EventTimeBound, InlineTranslationError, RowRule, compile_suite
+
+log = logging.getLogger(__name__)
+
+DQ_REASON = "dq_reason"
+REASON_SEPARATOR = "; "
+
+
+class SplitResult(NamedTuple):
+    valid: DataFrame
+    rejected: DataFrame  # the same columns plus dq_reason
+
+
+@dataclass(frozen=True)
+class _Check:
+    reason: str
+    failed: Column  # never null: true exactly when the row fails this check
+
+
+def resolve_type(schema: StructType, column: str) -> DataType | None:
+    """The type ``F.col(column)`` would have in ``schema`` (dotted names reach into structs)."""
+    if column in schema.names:
+        return schema[column].dataType
+    current: DataType = schema
+    for part in column.strip("`").split("."):
+        if not isinstance(current, StructType) or part not in current.names:
+            return None
+        current = current[part].dataType
+    return current
+
+
+def _rule_check(rule: RowRule) -> _Check:
+    column = F.col(rule.column)
+    expected = rule.spec.expected(column, rule.params)
+    unexpected = column.isNotNull() & ~expected if rule.spec.ignores_nulls else ~expected
+    # A NULL verdict (e.g. NOT IN over a set holding null) is not unexpected in GE either.
+    return _Check(rule.reason, F.coalesce(unexpected, F.lit(False)))
+
+
+class QualityGate:
+    """One suite's row-level checks, ready to split DataFrames (built once per app).
+
+    ``event_time`` adds a bound on event-time skew. Its reference, in order of preference:
+    ``event_time.reference_column`` (deterministic on replay); else ``reference_clock()``
+    read at each ``split`` call (deterministic only if the caller makes it so, e.g. a
+    clock derived from the batch id; meant for tests and batch jobs); else Spark's
+    ``current_timestamp()``, which on a streaming DataFrame is the micro-batch time
+    stored in the offset log (replayed identically) but inside ``foreachBatch`` is the
+    wall clock, so a replayed batch may split differently.
+    """
+
+    def __init__(self, suite: ExpectationSuite, *, event_time: EventTimeBound | None = None,
+                 reference_clock: Callable[[], datetime] | None = None) -> None:
+        compiled = compile_suite(suite)
+        self.suite_name = suite.name
+        self.rules = compiled.rules
+        self.skipped = compiled.skipped
+        self.event_time = event_time
+        self._reference_clock = reference_clock
+        if self.skipped:
+            log.info("quality gate %s: not row-level, left to the sampled validation: %s",
+                     suite.name, "; ".join(self.skipped))
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Every name dq_reason can hold, in the order it lists them."""
+        event = (self.event_time.reason,) if self.event_time else ()
+        return tuple(rule.reason for rule in self.rules) + event
+
+    def split(self, df: DataFrame) -> SplitResult:
+        checks = self._checks(df.schema)
+        if not checks:
+            no_rows = df.where(F.lit(False)).withColumn(DQ_REASON, F.lit(None).cast("string"))
+            return SplitResult(valid=df, rejected=no_rows)
+        any_failed = functools.reduce(operator.or_, (check.failed for check in checks))
+        reason = F.concat_ws(
+            REASON_SEPARATOR, *(F.when(check.failed, F.lit(check.reason)) for check in checks))
+        return SplitResult(valid=df.where(~any_failed),
+                           rejected=df.where(any_failed).withColumn(DQ_REASON, reason))
+
+    def _checks(self, schema: StructType) -> list[_Check]:
+        if DQ_REASON in schema.names:
+            raise ValueError(f"the input already has a {DQ_REASON} column")
+        for rule in self.rules:
+            self._require_column(schema, rule.column, rule.reason, rule.spec.incompatible_types)
+        checks = [_rule_check(rule) for rule in self.rules]
+        if self.event_time:
+            checks.append(self._event_time_check(schema, self.event_time))
+        return checks
+
+    @staticmethod
+    def _require_column(schema: StructType, column: str, reason: str,
+                        incompatible: tuple[type[DataType], ...]) -> None:
+        dtype = resolve_type(schema, column)
+        if dtype is None:
+            raise InlineTranslationError(f"{reason}: no column {column!r} in {schema.names}")
+        if isinstance(dtype, incompatible):
+            raise InlineTranslationError(
+                f"{reason}: cannot compare a {dtype.simpleString()} column with these bounds")
+
+    def _event_time_check(self, schema: StructType, bound: EventTimeBound) -> _Check:
+        timestamps = (TimestampType, TimestampNTZType)
+        for column in filter(None, (bound.column, bound.reference_column)):
+            self._require_column(schema, column, bound.reason, ())
+            if not isinstance(resolve_type(schema, column), timestamps):
+                raise InlineTranslationError(f"{bound.reason}: {column!r} is not a timestamp")
+        event, reference = F.col(bound.column), self._reference(bound)
+        too_old = event < reference - F.lit(bound.past)
+        too_new = event > reference + F.lit(bound.future)
+        return _Check(bound.reason, F.coalesce(too_old | too_new, F.lit(False)))
+
+    def _reference(self, bound: EventTimeBound) -> Column:
+        if bound.reference_column:
+            return F.col(bound.reference_column)
+        if self._reference_clock is None:
+            return F.current_timestamp()
+        now = self._reference_clock()
+        if now.tzinfo is None:
+            raise ValueError("reference_clock must return a timezone-aware datetime")
+        return F.lit(now)
+
+
+def split(df: DataFrame, suite: ExpectationSuite, *, event_time: EventTimeBound | None = None,
+          reference_clock: Callable[[], datetime] | None = None) -> SplitResult:
+    """One-off split; build a ``QualityGate`` once instead when splitting every batch."""
+    return QualityGate(suite, event_time=event_time, reference_clock=reference_clock).split(df)
