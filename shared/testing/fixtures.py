@@ -1,0 +1,42 @@
+"""pytest fixtures shared by every test module (registered in tests/conftest.py).
+
+- ``spark``: one local SparkSession per test session (JVM start-up is ~10 s).
+- ``tmp_checkpoint``: a fresh checkpoint folder per test.
+- ``kafka`` / ``topics``: one real broker per test session, unique topics per test
+  (see shared/testing/kafka_fixtures.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.settings import PlatformSettings, from_env
+
+
+@pytest.fixture(scope="session")
+def platform_settings(tmp_path_factory: pytest.TempPathFactory) -> PlatformSettings:
+    root = tmp_path_factory.mktemp("statewise")
+    return from_env(
+        PlatformSettings, environ={},
+        state_partitions=2,
+        checkpoint_dir=root / "checkpoints",
+        metrics_dir=root / "metrics",
+        trigger_interval="200 milliseconds",
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(platform_settings: PlatformSettings) -> Iterator:
+    from shared.spark import build_session
+
+    session = build_session(platform_settings, "statewise-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def tmp_checkpoint(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoint"

@@ -1,0 +1,59 @@
+"""pytest fixtures for the Kafka tier: one real broker per test session, isolated
+topics and consumer groups per test.
+
+Set STATEWISE_TEST_BOOTSTRAP to use a broker that is already running instead of
+starting one (for example a secured or multi-node cluster).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.broker import BrokerConfig, LocalBroker, free_port
+from shared.settings import PlatformSettings
+from shared.topics import TopicSpec, admin_client, provision
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("STATEWISE_TEST_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    home: Path = tmp_path_factory.mktemp("kafka")
+    broker = LocalBroker(BrokerConfig(home=home, port=free_port(), controller_port=free_port()))
+    broker.start(timeout_s=90)
+    try:
+        yield broker.config.bootstrap_servers
+    finally:
+        broker.stop()
+
+
+@pytest.fixture()
+def kafka_settings(platform_settings: PlatformSettings, kafka_bootstrap: str,
+                   tmp_path: Path) -> PlatformSettings:
+    """Platform settings for one test: its own topic prefix and checkpoint folder."""
+    return dataclasses.replace(
+        platform_settings,
+        bootstrap_servers=kafka_bootstrap,
+        topic_prefix=f"test-{uuid.uuid4().hex[:10]}.",
+        checkpoint_dir=tmp_path / "checkpoints",
+        metrics_dir=tmp_path / "metrics",
+    )
+
+
+@pytest.fixture()
+def create_topics(kafka_settings: PlatformSettings) -> Callable[[Iterable[TopicSpec]], None]:
+    """Factory: provision topic specs under the test's unique prefix."""
+    admin = admin_client(kafka_settings.bootstrap_servers)
+
+    def create(specs: Iterable[TopicSpec]) -> None:
+        provision(admin, list(specs), kafka_settings.topic_prefix)
+
+    return create

@@ -1,0 +1,89 @@
+"""Small, synchronous Kafka helpers for tests: send JSON records, read a topic to its end."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+@dataclass(frozen=True)
+class ConsumedRecord:
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, str]
+    partition: int
+    offset: int
+
+    def json(self) -> dict:
+        return json.loads(self.value)
+
+
+def send_values(bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, bytes | None]]
+                ) -> int:
+    """Send raw (key, value) pairs with an idempotent producer; returns the count."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5, "log_level": 3})
+    failures: list[str] = []
+
+    def on_delivery(error, _message):
+        if error is not None:
+            failures.append(str(error))
+
+    count = 0
+    for key, value in items:
+        producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+        producer.poll(0)
+        count += 1
+    remaining = producer.flush(30)
+    if failures or remaining:
+        raise RuntimeError(f"{len(failures)} failed, {remaining} undelivered: {failures[:3]}")
+    return count
+
+
+def send_json(bootstrap: str, topic: str, records: Iterable[dict], key_field: str) -> int:
+    return send_values(bootstrap, topic, (
+        (str(r[key_field]).encode(), json.dumps(r).encode()) for r in records))
+
+
+def read_all(bootstrap: str, topic: str, *, read_committed: bool = True,
+             idle_timeout_s: float = 3.0, max_wait_s: float = 60.0) -> list[ConsumedRecord]:
+    """Every record in ``topic`` up to its current end (the last stable offset when
+    read_committed), in partition then offset order."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"test-reader-{uuid.uuid4().hex}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        "enable.partition.eof": True, "log_level": 3,
+    })
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        records, at_end = [], set()
+        deadline = time.monotonic() + max_wait_s
+        last_record = time.monotonic()
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                if len(at_end) == len(partitions) and \
+                        time.monotonic() - last_record > idle_timeout_s:
+                    break
+                continue
+            if message.error():
+                if message.error().code() == -191:  # _PARTITION_EOF
+                    at_end.add(message.partition())
+                    continue
+                raise RuntimeError(message.error())
+            at_end.discard(message.partition())
+            last_record = time.monotonic()
+            records.append(ConsumedRecord(
+                message.key(), message.value(),
+                {k: (v or b"").decode(errors="replace") for k, v in (message.headers() or [])},
+                message.partition(), message.offset()))
+        return sorted(records, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
