@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -62,6 +63,9 @@ class AppDefinition:
     # Which input rows the app's stateful operators drop as late (see rows_behind).
     late_rule: Callable[[Column], Column] = rows_behind
     quality_suite: Callable[[Any], Any] | None = None  # settings -> ExpectationSuite
+    # (past, future): event times further from the Kafka record timestamp are
+    # rejected, so one record dated 2099 cannot drag the watermark forward.
+    event_time_bounds: tuple[timedelta, timedelta] | None = None
     description: str = ""
 
     @property

@@ -61,8 +61,7 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     provision(admin_client(settings.bootstrap_servers), app.topics.all(), settings.topic_prefix)
     spark = build_session(settings, f"statewise-{app.name}")
     _add_metrics_listener(spark, settings)
-    running = start(spark, app, settings, gate=_quality_gate(app, settings, spark),
-                    available_now=args.available_now)
+    running = start(spark, app, settings, available_now=args.available_now)
     log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
     run_until_stopped(running)
     log.info("%s stopped: %s", app.name, running.writer.sink.stats if running.writer.sink
@@ -71,19 +70,9 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
 
 
 def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
-    try:
-        from shared.metrics import BatchMetricsListener
-    except ImportError:
-        return
-    spark.streams.addListener(BatchMetricsListener(settings.metrics_dir))
+    from shared.metrics import register_metrics_listener
 
-
-def _quality_gate(app: AppDefinition, settings, spark):
-    if app.quality_suite is None:
-        return None
-    from shared.quality import QualityGate
-
-    return QualityGate(app.quality_suite(settings)).split
+    register_metrics_listener(spark, settings.metrics_dir)
 
 
 def _broker_main(argv: Sequence[str]) -> int:

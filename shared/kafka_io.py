@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from shared.settings import PlatformSettings
 from shared.topics import RecordSchema, TopicSpec
@@ -74,7 +74,8 @@ class Decoded:
 def decode(raw: DataFrame, schema: RecordSchema, app: str, dead_letter: str) -> Decoded:
     """Parse JSON values of ``raw`` Kafka rows into ``schema``'s columns."""
     value_text = F.col("value").cast(StringType())
-    parse_schema = schema.struct.add(_CORRUPT, StringType(), True)
+    # A new StructType: .add() would mutate the registry's shared schema.
+    parse_schema = StructType([*schema.struct.fields, StructField(_CORRUPT, StringType(), True)])
     parsed = F.from_json(value_text, parse_schema,
                          {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
     staged = raw.select(

@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 from shared.app import AppDefinition
 from shared.checkpoint import offset_log_metadata, query_id
 from shared.faults import FaultPlan
-from shared.kafka_io import EVENT_TIME, client_properties, read_topics
+from shared.kafka_io import EVENT_TIME, SOURCE, client_properties, read_topics
 from shared.pipeline import LATE_EVENT_TIME, GateFn, assemble
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
@@ -89,13 +89,28 @@ class RunningApp:
             self.writer.sink.close()
 
 
+def quality_gate(app: AppDefinition, settings: PlatformSettings) -> GateFn | None:
+    """The app's great-expectations suite as an inline gate (see shared/quality)."""
+    if app.quality_suite is None:
+        return None
+    from shared.quality import EventTimeBound, QualityGate
+
+    bound = None
+    if app.event_time_bounds is not None:
+        past, future = app.event_time_bounds
+        # Against the Kafka record's timestamp, not the wall clock, so that a
+        # replayed batch judges each record exactly as the first run did.
+        bound = EventTimeBound(column=EVENT_TIME, past=past, future=future,
+                               reference_column=f"{SOURCE}.timestamp")
+    return QualityGate(app.quality_suite(settings), event_time=bound).split
+
+
 def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *,
-          gate: GateFn | None = None, available_now: bool = False,
-          faults: FaultPlan | None = None) -> RunningApp:
+          available_now: bool = False, faults: FaultPlan | None = None) -> RunningApp:
     """Start the app's streaming query; returns at once."""
     checkpoint = checkpoint_path(app, settings)
     raw = read_topics(spark, settings, app.topics.inputs)
-    envelopes = assemble(raw, app, settings, gate)
+    envelopes = assemble(raw, app, settings, quality_gate(app, settings))
     writer = BatchWriter(spark, app, settings, checkpoint, faults or FaultPlan.from_env())
     stream = (envelopes.writeStream.queryName(app.name)
               .option("checkpointLocation", checkpoint)

@@ -27,7 +27,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from pyspark.sql import DataFrame
 
 from shared.faults import FaultPlan
@@ -151,10 +151,29 @@ class ExactlyOnceKafkaSink:
 
     def _last_committed_batch(self) -> int:
         if self._committed_through is None:
-            marker = self._marker.committed(
-                [TopicPartition(self.config.marker_topic, 0)], timeout=30)[0].offset
+            marker = _retrying(lambda: self._marker.committed(
+                [TopicPartition(self.config.marker_topic, 0)], timeout=30)[0].offset)
             self._committed_through = marker - 1 if marker >= 0 else -1
         return self._committed_through
+
+
+_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT}
+
+
+def _retrying(call, attempts: int = 30, pause_s: float = 1.0):
+    """Retry a Kafka call on retriable errors: a fresh broker's group coordinator
+    answers NOT_COORDINATOR or LOAD_IN_PROGRESS for a few seconds."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except KafkaException as error:
+            transient = error.args[0].retriable() or error.args[0].code() in _COORDINATOR_MOVING
+            if not transient or attempt == attempts - 1:
+                raise
+            log.info("retrying after %s", error.args[0].str())
+            time.sleep(pause_s)
+    raise AssertionError("unreachable")
 
 
 def _abort_quietly(producer: Producer) -> None:

@@ -82,12 +82,25 @@ def build(records: DataFrame, settings: CanarySettings) -> list[Output]:
     return [Output(CANARY_TOPICS.outputs[0], totals, "key")]
 
 
+def quality_suite(settings: CanarySettings):
+    """What a valid canary record is (great-expectations, imported lazily: ~3 s)."""
+    import great_expectations as gx
+
+    return gx.ExpectationSuite(name="canary_record", expectations=[
+        gx.expectations.ExpectColumnValuesToBeBetween(
+            column="amount", min_value=0, max_value=1_000_000),
+        gx.expectations.ExpectColumnValuesToBeBetween(column="seq", min_value=1),
+        gx.expectations.ExpectColumnValuesToMatchRegex(column="key", regex=r"^card-[0-9]+$"),
+    ])
+
+
 CANARY = AppDefinition(
     name="canary",
     topics=CANARY_TOPICS,
     settings_type=CanarySettings,
     build=build,
     allowed_lateness=lambda settings: settings.allowed_lateness,
+    quality_suite=quality_suite,
     description="self-checking running totals, for platform and recovery tests",
 )
 

@@ -1,0 +1,113 @@
+"""Bad and late input among good records, on the real broker and Spark.
+
+Malformed records (decoding) and invalid ones (the data-quality suite) land in the
+dead-letter topic with their reason and source coordinates; records behind the
+watermark land in the late topic; the query keeps running; and the good records'
+results are exactly the oracle's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from shared.kafka_io import REASON_HEADER
+from shared.runner import start
+from shared.settings import PlatformSettings
+from shared.testing.canary import CANARY, CANARY_TOPICS, CanarySettings, expected_outputs
+from shared.testing.kafka_tools import read_all, send_json, send_values
+
+pytestmark = pytest.mark.integration
+T0 = 1_700_000_000_000
+
+
+def canary_settings(platform: PlatformSettings) -> CanarySettings:
+    fields = {f.name: getattr(platform, f.name) for f in dataclasses.fields(PlatformSettings)}
+    return CanarySettings(**fields, allowed_lateness="10 seconds")
+
+
+def good(key: str, seq: int, at_ms: int) -> dict:
+    return {"key": key, "seq": seq, "amount": float(seq), "event_time_ms": at_ms}
+
+
+BAD_RECORDS = {  # value -> the reason the dead-letter record must give
+    b"not json at all": "malformed JSON",
+    b"": "empty value",
+    json.dumps({"key": "card-1", "seq": "x", "amount": 1.0, "event_time_ms": T0}).encode():
+        "field 'seq' is not a valid bigint",
+    json.dumps({"key": "card-1", "seq": 99, "event_time_ms": T0}).encode():
+        "missing required field 'amount'",
+    json.dumps(good("card-1", 98, T0) | {"amount": -5.0}).encode():
+        "expect_column_values_to_be_between(column=amount",
+    json.dumps(good("no such card", 1, T0)).encode():
+        "expect_column_values_to_match_regex(column=key",
+}
+
+
+@pytest.fixture()
+def canary(spark, kafka_settings, create_topics):
+    create_topics(CANARY_TOPICS.all())
+    settings = canary_settings(kafka_settings)
+    running = start(spark, CANARY, settings)
+    yield settings, running
+    running.stop()
+
+
+def topic(settings, spec) -> str:
+    return spec.qualified(settings.topic_prefix)
+
+
+def test_bad_records_go_to_dead_letters_and_the_query_keeps_running(canary):
+    settings, running = canary
+    bootstrap, source = settings.bootstrap_servers, topic(settings, CANARY_TOPICS.inputs[0])
+    first = [good(f"card-{k}", s, T0 + s * 1000) for k in range(3) for s in range(1, 11)]
+    send_json(bootstrap, source, first, "key")
+    running.query.processAllAvailable()
+
+    second = [good(f"card-{k}", s, T0 + s * 1000) for k in range(3) for s in range(11, 21)]
+    send_values(bootstrap, source, [(b"bad", value) for value in BAD_RECORDS])
+    send_json(bootstrap, source, second, "key")
+    running.query.processAllAvailable()
+
+    assert running.query.isActive and running.query.exception() is None
+    outputs = [r.json() for r in read_all(bootstrap, topic(settings, CANARY_TOPICS.outputs[0]))]
+    assert _sorted(outputs) == _sorted(expected_outputs(first + second))
+
+    dead = read_all(bootstrap, topic(settings, CANARY_TOPICS.dead_letter))
+    assert sorted(r.value or b"" for r in dead) == sorted(BAD_RECORDS)
+    for record in dead:
+        assert BAD_RECORDS[record.value or b""] in record.headers[REASON_HEADER]
+        assert record.headers["statewise.source.topic"] == source
+        assert record.key == b"bad"
+    coordinates = {(r.headers["statewise.source.partition"],
+                    r.headers["statewise.source.offset"]) for r in dead}
+    assert len(coordinates) == len(BAD_RECORDS)
+
+
+def test_rows_behind_the_watermark_go_to_the_late_topic(canary):
+    settings, running = canary
+    bootstrap, source = settings.bootstrap_servers, topic(settings, CANARY_TOPICS.inputs[0])
+    on_time = [good("card-0", s, T0 + s * 1000) for s in range(1, 6)]
+    send_json(bootstrap, source, on_time, "key")
+    running.query.processAllAvailable()
+    ahead = good("card-1", 1, T0 + 60_000)  # watermark moves to T0 + 50 s
+    send_json(bootstrap, source, [ahead], "key")
+    running.query.processAllAvailable()
+
+    late = good("card-0", 6, T0 + 6_000)
+    after = good("card-2", 1, T0 + 70_000)
+    send_json(bootstrap, source, [late, after], "key")
+    running.query.processAllAvailable()
+
+    outputs = [r.json() for r in read_all(bootstrap, topic(settings, CANARY_TOPICS.outputs[0]))]
+    assert _sorted(outputs) == _sorted(expected_outputs([*on_time, ahead, after]))
+    routed = read_all(bootstrap, topic(settings, CANARY_TOPICS.late))
+    assert [json.loads(r.value) for r in routed] == [late]
+    assert "behind the watermark" in routed[0].headers[REASON_HEADER]
+    assert int(routed[0].headers["statewise.watermark"]) == T0 + 50_000
+
+
+def _sorted(records: list[dict]) -> list[dict]:
+    return sorted(records, key=lambda r: (r["key"], r["seq"]))
