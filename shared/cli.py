@@ -54,6 +54,7 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     settings = from_namespace(app.settings_type, args)
 
+    from shared.quality_sampling import start_quality_monitor
     from shared.runner import run_until_stopped, start
     from shared.spark import build_session
     from shared.topics import admin_client, provision
@@ -62,8 +63,14 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     spark = build_session(settings, f"statewise-{app.name}")
     _add_metrics_listener(spark, settings)
     running = start(spark, app, settings, available_now=args.available_now)
+    monitor = None if args.available_now or app.quality_suite is None else \
+        start_quality_monitor(spark, app, settings)
     log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
-    run_until_stopped(running)
+    try:
+        run_until_stopped(running)
+    finally:
+        if monitor is not None:
+            monitor.stop()
     log.info("%s stopped: %s", app.name, running.writer.sink.stats if running.writer.sink
              else "no batch written")
     return 0

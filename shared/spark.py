@@ -70,6 +70,8 @@ def session_conf(settings: PlatformSettings, app_name: str) -> dict[str, str]:
             str(settings.rocksdb_memory_mb),
         "spark.redaction.regex": "(?i)secret|password|token|sasl|jaas|ssl\\..*\\.location",
         "spark.sql.streaming.metricsEnabled": "true",
+        # FAIR: the scheduled quality validation runs in its own pool beside batches.
+        "spark.scheduler.mode": "FAIR",
         **CHECKPOINT_FIXED_CONF,
         **ROCKSDB_CONF,
     }
