@@ -67,7 +67,8 @@ FRAUD_ALERT = RecordSchema(
     struct=_fields(
         ("alert_id", StringType()), ("rule", StringType()), ("card_id", StringType()),
         ("txn_ids", StringType()), ("first_event_time_ms", LongType()),
-        ("last_event_time_ms", LongType()), ("detail", StringType()),
+        ("last_event_time_ms", LongType()), ("detected_at_ms", LongType()),
+        ("detail", StringType()),
     ),
     key_field="card_id",
 )
