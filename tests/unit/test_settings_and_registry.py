@@ -1,0 +1,59 @@
+"""Settings precedence and --help, fault plans, and the topic registry's invariants."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from apps.fraud.settings import FraudSettings
+from shared.faults import FaultPlan
+from shared.registry import APPS, all_topics
+from shared.settings import PlatformSettings, add_arguments, load
+
+
+def test_flag_beats_environment_beats_default():
+    env = {"STATEWISE_STATE_PARTITIONS": "8", "STATEWISE_SPARK_UI": "yes"}
+    assert load(PlatformSettings, [], env).state_partitions == 8
+    assert load(PlatformSettings, ["--state-partitions", "3"], env).state_partitions == 3
+    assert load(PlatformSettings, [], {}).state_partitions == 4
+    assert load(PlatformSettings, [], env).spark_ui is True
+
+
+def test_settings_are_frozen_and_typed():
+    settings = load(FraudSettings, ["--checkpoint-dir", "/tmp/x", "--velocity-count", "7"], {})
+    assert settings.checkpoint_dir == Path("/tmp/x") and settings.velocity_count == 7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.velocity_count = 3  # type: ignore[misc]
+
+
+def test_help_documents_every_setting_with_its_environment_variable():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, FraudSettings, {})
+    text = parser.format_help()
+    for field in dataclasses.fields(FraudSettings):
+        assert field.metadata["env"] in text, field.name
+        assert field.metadata["help"], field.name
+
+
+def test_fault_plans_parse_and_refuse_nonsense():
+    plan = FaultPlan.parse("sink.after_commit@3, sink.before_commit@1")
+    assert plan.should_kill("sink.after_commit", 3) and not plan.should_kill("sink.after_commit", 2)
+    assert FaultPlan.from_env({}).kills == frozenset()
+    with pytest.raises(ValueError, match="POINT@BATCH"):
+        FaultPlan.parse("sink.after_commit")
+
+
+def test_every_topic_name_is_unique_and_every_app_has_dead_letter_and_late_topics():
+    names = [spec.name for spec in all_topics()]
+    assert len(names) == len(set(names))
+    for app in APPS.values():
+        assert app.dead_letter.name == f"{app.app}.dead-letter"
+        assert app.late.name == f"{app.app}.late"
+        for spec in app.inputs:
+            schema = spec.schema
+            assert schema is not None
+            assert set(schema.required) <= set(schema.field_names)
+            assert schema.event_time_field in schema.field_names
