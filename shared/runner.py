@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +84,13 @@ class RunningApp:
     query: StreamingQuery
     writer: BatchWriter
 
-    def stop(self) -> None:
+    def stop(self, drain_timeout_s: float = 120.0) -> None:
+        """Stop between batches: a batch cut short is replayed on restart anyway, but
+        cancelling it mid-flight makes Spark log a storm of errors."""
+        deadline = time.monotonic() + drain_timeout_s
+        while self.query.isActive and self.query.status["isTriggerActive"] \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
         self.query.stop()
         if self.writer.sink is not None:
             self.writer.sink.close()
@@ -122,21 +129,24 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     return RunningApp(stream.start(), writer)
 
 
-def run_until_stopped(running: RunningApp) -> None:
-    """Block until the query ends or SIGINT/SIGTERM asks for a graceful stop."""
-    stop_requested = threading.Event()
+def run_until_stopped(running: RunningApp, stop_requested: threading.Event | None = None
+                      ) -> None:
+    """Block until the query ends, ``stop_requested`` is set, or SIGINT/SIGTERM arrives;
+    then stop gracefully, between batches."""
+    stop_requested = stop_requested or threading.Event()
 
     def request_stop(signum, _frame):
-        log.warning("signal %s: stopping %s gracefully", signum, running.query.name)
+        log.warning("signal %s: stopping %s after the current batch", signum,
+                    running.query.name)
         stop_requested.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         while not stop_requested.is_set() and running.query.isActive:
-            running.query.awaitTermination(0.5)
+            stop_requested.wait(0.5)
     finally:
-        running.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        running.stop()
     if running.query.exception() is not None:
         raise RuntimeError(f"query {running.query.name} failed") from running.query.exception()

@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from shared.settings import REPO_ROOT, PlatformSettings
 
 JARS_DIR = REPO_ROOT / ".cache" / "jars"
+LOG4J_CONFIG = REPO_ROOT / "deploy" / "spark" / "log4j2.properties"
 ROCKSDB_PROVIDER = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
 
@@ -65,6 +66,8 @@ def session_conf(settings: PlatformSettings, app_name: str) -> dict[str, str]:
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
+        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
         "spark.ui.enabled": str(settings.spark_ui).lower(),
         "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB":
             str(settings.rocksdb_memory_mb),

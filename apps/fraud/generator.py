@@ -40,6 +40,8 @@ class ScenarioRates:
     spend_spike: float = 2.0
     impossible_travel: float = 2.0
     card_testing: float = 2.0
+    # A velocity burst's transactions fall within this span (under the 3-minute rule).
+    velocity_burst_span_ms: float = 150_000.0
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ class FraudGenerator:
         ids = Ids(config.seed, config.start_time_ms, config.merchants_per_city_category)
         self.encoder = Encoder(ids, config.start_time_ms)
         self.planner = ScenarioPlanner(self.spending, config.cards, self._next_seqs,
-                                       ids.txn_ids, ids.card_id)
+                                       ids.txn_ids, ids.card_id,
+                                       config.scenarios.velocity_burst_span_ms)
         self._now_ms = 0.0  # event time reached, ms since start_time_ms
         self._next_seq = self._next_label = 0
         self._pending = Rows.empty()  # planned scenario rows not yet due

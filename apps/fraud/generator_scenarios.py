@@ -24,7 +24,7 @@ IMPOSSIBLE_TRAVEL, CARD_TESTING = "impossible_travel", "card_testing"
 SCENARIOS = (VELOCITY_BURST, SPEND_SPIKE, IMPOSSIBLE_TRAVEL, CARD_TESTING)
 
 # The truths the labels promise (tests check the records against them).
-BURST_TXNS, BURST_SPAN_MS = (5, 8), 150_000.0  # 5-8 txns within 2.5 min (< 3 min)
+BURST_TXNS = (5, 8)  # within ScenarioRates.velocity_burst_span_ms
 SPIKE_RATIO = (60.0, 150.0)  # x the card's median purchase
 SPIKE_BASELINE_TXNS, SPIKE_GAP_MS = (3, 5), (3.5 * MINUTE_MS, 8 * MINUTE_MS)
 TRAVEL_MIN_CITY_KM, TRAVEL_GAP_MS = 2000.0, (5 * MINUTE_MS, 55 * MINUTE_MS)
@@ -52,8 +52,9 @@ class ScenarioPlanner:
     def __init__(self, spending: Spending, card_count: int,
                  next_seqs: Callable[[int], np.ndarray],
                  txn_ids: Callable[[np.ndarray], list[str]],
-                 card_id: Callable[[int], str]) -> None:
+                 card_id: Callable[[int], str], burst_span_ms: float = 150_000.0) -> None:
         self.spending, self.rng = spending, spending.rng
+        self.burst_span_ms = burst_span_ms
         self.card_count = card_count
         self._next_seqs, self._txn_ids, self._card_id = next_seqs, txn_ids, card_id
         self._planners = {VELOCITY_BURST: self._velocity_burst, SPEND_SPIKE: self._spend_spike,
@@ -82,7 +83,7 @@ class ScenarioPlanner:
 
     def _velocity_burst(self, card: int, start_t: float, label_no: int):
         n = int(self.rng.integers(BURST_TXNS[0], BURST_TXNS[1] + 1))
-        offsets = np.sort(self.rng.uniform(0, BURST_SPAN_MS, n))
+        offsets = np.sort(self.rng.uniform(0, self.burst_span_ms, n))
         t = start_t + offsets - offsets[0]
         rows = self.spending.rows(self._cards(card, n), t, self._next_seqs(n), label_no)
         return rows, range(n), {"txns": n, "span_ms": int(rows["event_ms"][-1] -
