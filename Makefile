@@ -4,7 +4,8 @@ SHELL := /bin/bash
 VENV := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup demo test test-unit test-integration lint lock broker-up broker-down clean
+.PHONY: help setup demo test test-unit test-integration lint lock broker-up broker-down \
+        cluster-up cluster-down clean
 
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -38,5 +39,11 @@ broker-up: setup  ## start the local Kafka broker (KRaft) on 127.0.0.1:9092
 broker-down:  ## stop the local Kafka broker
 	@$(VENV)/statewise broker down
 
-clean: broker-down  ## remove local state (checkpoints, broker data, metrics); keeps .venv and jars
+cluster-up: setup  ## start a local Spark standalone master and a worker (see deploy/cluster)
+	@$(VENV)/statewise cluster up
+
+cluster-down:  ## stop the local Spark standalone cluster
+	@$(VENV)/statewise cluster down
+
+clean: broker-down cluster-down  ## remove local state (checkpoints, broker data, metrics); keeps .venv and jars
 	rm -rf var

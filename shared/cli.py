@@ -1,6 +1,7 @@
 """The ``statewise`` command: broker up/down/status, topics, run an app, produce, demo.
 
     statewise broker up|down|status
+    statewise cluster up|down|status      (a local Spark standalone master and workers)
     statewise topics [--app fraud]
     statewise run fraud [--available-now] [settings flags...]
     statewise demo
@@ -135,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"usage: statewise run {{{','.join(sorted(apps))}}} [flags]", file=sys.stderr)
             return 2
         return run_app_main(apps[rest[0]], rest[1:])
+    if command == "cluster":
+        from shared.cluster import cluster_main
+
+        return cluster_main(rest)
     if command == "demo":
         from shared.demo import demo_main
 

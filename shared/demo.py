@@ -50,7 +50,7 @@ def demo_main(argv: Sequence[str]) -> int:
     broker.start()
     settings = dataclasses.replace(
         from_env(FraudSettings), bootstrap_servers=broker.config.bootstrap_servers,
-        topic_prefix=DEMO_PREFIX, checkpoint_dir=REPO_ROOT / "var" / "demo" / "checkpoints",
+        topic_prefix=DEMO_PREFIX, checkpoint_dir=str(REPO_ROOT / "var" / "demo" / "checkpoints"),
         metrics_dir=REPO_ROOT / "var" / "demo" / "metrics", state_partitions=2,
         # Small batches: the first results come fast even after a backlog.
         max_offsets_per_trigger=20_000)

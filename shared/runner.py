@@ -12,7 +12,6 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -30,7 +29,8 @@ log = logging.getLogger(__name__)
 
 
 def checkpoint_path(app: AppDefinition, settings: PlatformSettings) -> str:
-    return str(Path(settings.checkpoint_dir) / app.name)
+    """A local path or a URI (hdfs://, s3a://): joined as text, never through Path."""
+    return f"{str(settings.checkpoint_dir).rstrip('/')}/{app.name}"
 
 
 class BatchWriter:

@@ -46,8 +46,9 @@ class PlatformSettings:
         4, "STATEWISE_STATE_PARTITIONS",
         "shuffle/state partitions; fixed in a checkpoint when it is created "
         "(change it later only through a savepoint restore)")
-    checkpoint_dir: Path = setting(
-        REPO_ROOT / "var" / "checkpoints", "STATEWISE_CHECKPOINT_DIR",
+    # A string, not a Path: Path("hdfs://nn/x") would collapse the URI's "//".
+    checkpoint_dir: str = setting(
+        str(REPO_ROOT / "var" / "checkpoints"), "STATEWISE_CHECKPOINT_DIR",
         "root folder of checkpoints; each app query gets a subfolder. "
         "On a cluster this must be a shared filesystem (HDFS, S3, NFS)")
     metrics_dir: Path = setting(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from shared.deploy import cluster_conf, executor_python
 from shared.settings import REPO_ROOT, PlatformSettings
 
 JARS_DIR = REPO_ROOT / ".cache" / "jars"
@@ -66,8 +67,8 @@ def session_conf(settings: PlatformSettings, app_name: str) -> dict[str, str]:
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.ui.showConsoleProgress": "false",
+        # Read when pyspark launches the driver JVM (local mode: executors live in it too).
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
-        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
         "spark.ui.enabled": str(settings.spark_ui).lower(),
         "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB":
             str(settings.rocksdb_memory_mb),
@@ -82,14 +83,16 @@ def session_conf(settings: PlatformSettings, app_name: str) -> dict[str, str]:
         # Nothing listens beyond loopback on a developer machine.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+    conf.update(cluster_conf(settings))  # code archive, executors' Python (shared/deploy.py)
     return conf
 
 
 def build_session(settings: PlatformSettings, app_name: str) -> SparkSession:
     """Create (or return the running) SparkSession for ``app_name``."""
-    # Python workers must run this interpreter (the venv's), or transformWithState
-    # fails to import protobuf and pyarrow on executors in local mode.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Executors run the interpreter PYSPARK_PYTHON names when the context starts: the
+    # venv's here (else transformWithState cannot import protobuf and pyarrow), or the
+    # packed environment's on a cluster (shared/deploy.py).
+    os.environ["PYSPARK_PYTHON"] = executor_python(settings)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder
     for key, value in session_conf(settings, app_name).items():

@@ -22,7 +22,7 @@ def platform_settings(tmp_path_factory: pytest.TempPathFactory) -> PlatformSetti
     return from_env(
         PlatformSettings, environ={},
         state_partitions=2,
-        checkpoint_dir=root / "checkpoints",
+        checkpoint_dir=str(root / "checkpoints"),
         metrics_dir=root / "metrics",
         trigger_interval="200 milliseconds",
     )

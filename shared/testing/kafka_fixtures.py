@@ -43,7 +43,7 @@ def kafka_settings(platform_settings: PlatformSettings, kafka_bootstrap: str,
         platform_settings,
         bootstrap_servers=kafka_bootstrap,
         topic_prefix=f"test-{uuid.uuid4().hex[:10]}.",
-        checkpoint_dir=tmp_path / "checkpoints",
+        checkpoint_dir=str(tmp_path / "checkpoints"),
         metrics_dir=tmp_path / "metrics",
     )
 
