@@ -102,6 +102,7 @@ class LocalBroker:
             )
         self.pid_file.write_text(str(process.pid))
         self.wait_ready(timeout_s, process)
+        self._warm_coordinators(timeout_s)
 
     def stop(self, timeout_s: float = 30.0) -> bool:
         """Stop the broker; returns False if none was running."""
@@ -137,6 +138,30 @@ class LocalBroker:
                 pass
             time.sleep(0.3)
         raise BrokerError(f"broker did not answer within {timeout_s} s; see {self.log_file}")
+
+    def _warm_coordinators(self, timeout_s: float) -> None:
+        """Create the group and transaction coordinators' topics now. Kafka creates
+        them on first use, and the first app would otherwise wait on NOT_COORDINATOR."""
+        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+        bootstrap = self.config.bootstrap_servers
+        producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0,
+                             "transactional.id": "statewise-broker-warmup"})
+        producer.init_transactions(timeout_s)
+        consumer = Consumer({"bootstrap.servers": bootstrap, "log_level": 0,
+                             "group.id": "statewise-broker-warmup"})
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    consumer.committed([TopicPartition("__consumer_offsets", 0)], timeout=5)
+                    return
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.3)
+        finally:
+            consumer.close()
 
     # -- helpers -------------------------------------------------------------
     def _java(self) -> list[str]:
