@@ -65,14 +65,19 @@ def read_topics(spark: SparkSession, settings: PlatformSettings,
     return reader.load()
 
 
+DECODE_REASON = "_decode_reason"  # null when the record decoded
+
+
 @dataclass(frozen=True)
 class Decoded:
     records: DataFrame  # schema fields + event_time + _source
     rejects: DataFrame  # dead-letter envelopes
 
 
-def decode(raw: DataFrame, schema: RecordSchema, app: str, dead_letter: str) -> Decoded:
-    """Parse JSON values of ``raw`` Kafka rows into ``schema``'s columns."""
+def parse(raw: DataFrame, schema: RecordSchema) -> DataFrame:
+    """Every raw Kafka row, parsed: ``schema``'s fields, ``event_time``, ``_source`` and
+    ``_decode_reason`` (null when it decoded). One frame, so that a query can route
+    good and bad rows from a single read of Kafka."""
     value_text = F.col("value").cast(StringType())
     # A new StructType: .add() would mutate the registry's shared schema.
     parse_schema = StructType([*schema.struct.fields, StructField(_CORRUPT, StringType(), True)])
@@ -82,16 +87,23 @@ def decode(raw: DataFrame, schema: RecordSchema, app: str, dead_letter: str) -> 
         F.struct("topic", "partition", "offset", "timestamp", "key", "value",
                  "headers").alias(SOURCE),
         parsed.alias("_parsed"),
-    )
-    staged = staged.withColumn("_reason", _decode_reason(schema))
+    ).withColumn(DECODE_REASON, _decode_reason(schema))
     fields = [F.col(f"_parsed.{name}").alias(name) for name in schema.field_names]
     if schema.event_time_field:
-        fields.append(F.timestamp_millis(F.col(f"_parsed.{schema.event_time_field}"))
+        # Only for decoded rows: an out-of-range value would overflow under ANSI mode.
+        millis = F.col(f"_parsed.{schema.event_time_field}")
+        fields.append(F.when(F.col(DECODE_REASON).isNull(), F.timestamp_millis(millis))
                       .alias(EVENT_TIME))
-    records = staged.where(F.col("_reason").isNull()).select(*fields, SOURCE)
+    return staged.select(*fields, SOURCE, DECODE_REASON)
+
+
+def decode(raw: DataFrame, schema: RecordSchema, app: str, dead_letter: str) -> Decoded:
+    """Parse JSON values of ``raw`` Kafka rows into ``schema``'s columns."""
+    staged = parse(raw, schema)
+    reason = F.col(DECODE_REASON)
+    records = staged.where(reason.isNull()).drop(DECODE_REASON)
     rejects = dead_letter_envelopes(
-        staged.where(F.col("_reason").isNotNull()), F.col("_reason"), app, "decode",
-        dead_letter)
+        staged.where(reason.isNotNull()), reason, app, "decode", dead_letter)
     return Decoded(records, rejects)
 
 
@@ -133,16 +145,17 @@ def _header(name: str, value: Column) -> Column:
     return F.struct(F.lit(name).alias("key"), value.cast("string").cast("binary").alias("value"))
 
 
-def dead_letter_envelopes(rows: DataFrame, reason: Column, app: str, stage: str,
-                          topic: str, carry: tuple[str, ...] = ()) -> DataFrame:
+def dead_letter_envelopes(rows: DataFrame, reason: Column, app: str, stage: str | Column,
+                          topic: str | Column, carry: tuple[str, ...] = ()) -> DataFrame:
     """Envelopes to ``topic`` that keep each row's original Kafka record intact.
 
-    ``carry`` names columns of ``rows`` kept beside the envelope columns.
+    ``stage`` and ``topic`` may be columns, to route rows one by one. ``carry`` names
+    columns of ``rows`` kept beside the envelope columns.
     """
     source = F.col(SOURCE)
     added = F.array(
         _header(REASON_HEADER, reason),
-        _header("statewise.stage", F.lit(stage)),
+        _header("statewise.stage", _as_column(stage)),
         _header("statewise.app", F.lit(app)),
         _header("statewise.source.topic", source["topic"]),
         _header("statewise.source.partition", source["partition"]),
@@ -151,12 +164,16 @@ def dead_letter_envelopes(rows: DataFrame, reason: Column, app: str, stage: str,
     )
     original = F.coalesce(source["headers"], F.array().cast(HEADERS_TYPE))
     return rows.select(
-        F.lit(topic).alias("topic"),
+        _as_column(topic).alias("topic"),
         source["key"].alias("key"),
         source["value"].alias("value"),
         F.concat(original, added).alias("headers"),
         *carry,
     )
+
+
+def _as_column(value: str | Column) -> Column:
+    return value if isinstance(value, Column) else F.lit(value)
 
 
 def json_envelopes(rows: DataFrame, topic: str, key_column: str) -> DataFrame:

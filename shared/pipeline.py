@@ -1,60 +1,85 @@
 """Assembling an app's whole streaming plan from raw Kafka rows, without I/O.
 
-raw Kafka rows -> decode -> data-quality gate -> watermark -> app builder
-and beside the app's outputs, as envelopes for the exactly-once sink:
-  - dead letters from decoding and from the quality gate;
-  - late candidates: every valid input row, carrying its event time, from which
-    the batch writer keeps those the app's stateful operators drop as late.
+raw Kafka rows -> parse -> data-quality gate -> watermark -> app builder, and beside
+the app's outputs, as envelopes for the exactly-once sink, one *side* branch:
+  - dead letters: rows that failed decoding or the quality gate, with the reason;
+  - late candidates: every valid input row, carrying its event time, from which the
+    batch writer keeps those the app's stateful operators drop as late.
 Spark counts late rows but offers no side output for them; this is ours.
+
+Every branch of a union reads the source again (Spark shares no scan between them),
+so all side outputs come from one branch: two reads of Kafka per batch, not four.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import reduce
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from shared.app import AppDefinition
-from shared.kafka_io import EVENT_TIME, dead_letter_envelopes, decode, json_envelopes
+from shared.kafka_io import (
+    DECODE_REASON,
+    EVENT_TIME,
+    SOURCE,
+    dead_letter_envelopes,
+    json_envelopes,
+    parse,
+)
 from shared.settings import PlatformSettings
 
 LATE_EVENT_TIME = "_late_event_time"  # set on late candidates only
-
-# df -> (valid rows, rejected rows with a string column "dq_reason"), e.g.
-# shared.quality.QualityGate(suite).split
-GateFn = Callable[[DataFrame], tuple[DataFrame, DataFrame]]
+_REASON, _STAGE = "_reason", "_stage"
 
 
 def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
-             gate: GateFn | None = None) -> DataFrame:
-    """The union of every envelope the app writes, plus the late-candidate column."""
-    topics = app.topics
-    dead_letter = topics.dead_letter.qualified(settings.topic_prefix)
-    decoded = decode(raw, app.input_topic.schema, app.name, dead_letter)
-    parts = [decoded.rejects]
-    records = decoded.records
-    if gate is not None:
-        records, rejected = gate(records)
-        parts.append(dead_letter_envelopes(
-            rejected, F.col("dq_reason"), app.name, "quality", dead_letter))
+             gate=None) -> DataFrame:
+    """The union of every envelope the app writes, plus the late-candidate column.
+
+    ``gate``: a ``shared.quality.QualityGate`` (its ``reason(df)`` column), or None.
+    """
+    schema = app.input_topic.schema
+    staged = _with_reason(parse(raw, schema), gate)
+    fields = [*schema.field_names, *([EVENT_TIME] if schema.event_time_field else []), SOURCE]
+    records = staged.where(F.col(_REASON).isNull()).select(*fields)
     lateness = app.allowed_lateness(settings)
     watermarked = records.withWatermark(EVENT_TIME, lateness) if lateness else records
-    for output in app.build(watermarked, settings):
-        parts.append(json_envelopes(
-            output.rows, output.topic.qualified(settings.topic_prefix), output.key_column))
-    envelopes = [part.withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
-                 for part in parts]
-    if lateness:
-        envelopes.append(_late_candidates(records, app, settings, lateness))
-    return reduce(DataFrame.unionByName, envelopes)
+    parts = [json_envelopes(output.rows, output.topic.qualified(settings.topic_prefix),
+                            output.key_column)
+             .withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
+             for output in app.build(watermarked, settings)]
+    parts.append(_side_outputs(staged, app, settings, lateness))
+    return reduce(DataFrame.unionByName, parts)
 
 
-def _late_candidates(records: DataFrame, app: AppDefinition, settings: PlatformSettings,
-                     lateness: str) -> DataFrame:
-    reason = F.lit(f"event time at or behind the watermark (allowed lateness {lateness})")
-    staged = records.withColumn(LATE_EVENT_TIME, F.col(EVENT_TIME))
+def _with_reason(staged: DataFrame, gate) -> DataFrame:
+    decode_reason = F.col(DECODE_REASON)
+    quality_reason: Column | None = gate.reason(staged) if gate is not None else None
+    if quality_reason is None:
+        return staged.withColumn(_REASON, decode_reason).withColumn(
+            _STAGE, F.when(decode_reason.isNotNull(), F.lit("decode")))
+    # A row that failed decoding has null fields: only its decode reason is meaningful.
+    quality_reason = F.when(decode_reason.isNull(), quality_reason)
+    return (staged.withColumn(_REASON, F.coalesce(decode_reason, quality_reason))
+            .withColumn(_STAGE, F.when(decode_reason.isNotNull(), F.lit("decode"))
+                        .when(quality_reason.isNotNull(), F.lit("quality"))))
+
+
+def _side_outputs(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
+                  lateness: str | None) -> DataFrame:
+    """Dead letters and (when the app has a watermark) late candidates, in one branch."""
+    prefix = settings.topic_prefix
+    rejected = F.col(_REASON).isNotNull()
+    rows = staged if lateness else staged.where(rejected)
+    late_reason = F.lit(f"event time at or behind the watermark (allowed lateness {lateness})")
+    routed = rows.withColumn(
+        LATE_EVENT_TIME, F.when(~rejected, F.col(EVENT_TIME)).cast("timestamp"))
     return dead_letter_envelopes(
-        staged, reason, app.name, "late", app.topics.late.qualified(settings.topic_prefix),
+        routed,
+        reason=F.coalesce(F.col(_REASON), late_reason),
+        app=app.name,
+        stage=F.coalesce(F.col(_STAGE), F.lit("late")),
+        topic=F.when(rejected, F.lit(app.topics.dead_letter.qualified(prefix)))
+        .otherwise(F.lit(app.topics.late.qualified(prefix))),
         carry=(LATE_EVENT_TIME,))

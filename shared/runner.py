@@ -21,7 +21,7 @@ from shared.app import AppDefinition
 from shared.checkpoint import offset_log_metadata, query_id
 from shared.faults import FaultPlan
 from shared.kafka_io import EVENT_TIME, SOURCE, client_properties, read_topics
-from shared.pipeline import LATE_EVENT_TIME, GateFn, assemble
+from shared.pipeline import LATE_EVENT_TIME, assemble
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
 
@@ -96,8 +96,8 @@ class RunningApp:
             self.writer.sink.close()
 
 
-def quality_gate(app: AppDefinition, settings: PlatformSettings) -> GateFn | None:
-    """The app's great-expectations suite as an inline gate (see shared/quality)."""
+def quality_gate(app: AppDefinition, settings: PlatformSettings):
+    """A ``shared.quality.QualityGate`` for the app, or None when it declares no suite."""
     if app.quality_suite is None:
         return None
     from shared.quality import EventTimeBound, QualityGate
@@ -109,7 +109,7 @@ def quality_gate(app: AppDefinition, settings: PlatformSettings) -> GateFn | Non
         # replayed batch judges each record exactly as the first run did.
         bound = EventTimeBound(column=EVENT_TIME, past=past, future=future,
                                reference_column=f"{SOURCE}.timestamp")
-    return QualityGate(app.quality_suite(settings), event_time=bound).split
+    return QualityGate(app.quality_suite(settings), event_time=bound)
 
 
 def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *,

@@ -100,15 +100,23 @@ class QualityGate:
         return tuple(rule.reason for rule in self.rules) + event
 
     def split(self, df: DataFrame) -> SplitResult:
-        checks = self._checks(df.schema)
-        if not checks:
+        reason = self.reason(df)
+        if reason is None:
             no_rows = df.where(F.lit(False)).withColumn(DQ_REASON, F.lit(None).cast("string"))
             return SplitResult(valid=df, rejected=no_rows)
+        return SplitResult(valid=df.where(reason.isNull()),
+                           rejected=df.where(reason.isNotNull()).withColumn(DQ_REASON, reason))
+
+    def reason(self, df: DataFrame) -> Column | None:
+        """A column naming every check a row fails (see ``split``), null when it passes;
+        None when the suite has no inline check. Lets a caller route rows in one pass."""
+        checks = self._checks(df.schema)
+        if not checks:
+            return None
         any_failed = functools.reduce(operator.or_, (check.failed for check in checks))
-        reason = F.concat_ws(
+        named = F.concat_ws(
             REASON_SEPARATOR, *(F.when(check.failed, F.lit(check.reason)) for check in checks))
-        return SplitResult(valid=df.where(~any_failed),
-                           rejected=df.where(any_failed).withColumn(DQ_REASON, reason))
+        return F.when(any_failed, named)
 
     def _checks(self, schema: StructType) -> list[_Check]:
         if DQ_REASON in schema.names:
