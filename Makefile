@@ -17,7 +17,7 @@ demo: setup  ## live demo: local Kafka, producers, the apps, results as they arr
 	@$(VENV)/statewise demo
 
 test: setup  ## lint, then every test (unit, then integration on a real broker and Spark)
-	@$(VENV)/ruff check shared apps bench tests
+	@$(VENV)/ruff check .
 	@$(VENV)/pytest $(PYTEST_ARGS)
 
 test-unit: setup  ## unit tests only: no Kafka, no JVM
@@ -27,7 +27,7 @@ test-integration: setup  ## integration and recovery tests only
 	@$(VENV)/pytest -m integration $(PYTEST_ARGS)
 
 lint: setup  ## ruff
-	@$(VENV)/ruff check shared apps bench tests
+	@$(VENV)/ruff check .
 
 lock: setup  ## re-pin requirements.lock from pyproject.toml's ranges
 	@python3.11 -m venv /tmp/statewise-lock && /tmp/statewise-lock/bin/pip install -q -e ".[dev]" \
