@@ -72,6 +72,9 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     finally:
         if monitor is not None:
             monitor.stop()
+        # Drains the listener bus first: the metrics listener gets its last events
+        # while Python still answers the JVM.
+        spark.stop()
     log.info("%s stopped: %s", app.name, running.writer.sink.stats if running.writer.sink
              else "no batch written")
     return 0
