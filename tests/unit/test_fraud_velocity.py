@@ -43,11 +43,19 @@ def test_a_duplicate_transaction_id_is_counted_once():
     assert h.feed("card-1", [txn("t2", 20)]) == []
 
 
-def test_a_burst_spanning_batches_is_detected_at_its_fifth_transaction():
+def test_a_burst_spanning_batches_alerts_at_every_transaction_that_fills_a_window():
     h = harness()
     assert h.feed("card-1", [txn("t0", 0), txn("t1", 10)]) == []
     alerts = h.feed("card-1", [txn("t2", 20), txn("t3", 30), txn("t4", 40), txn("t5", 50)])
-    assert [a.txn_ids for a in alerts] == ["t0,t1,t2,t3,t4"]  # t5 is inside the quiet period
+    assert [a.txn_ids for a in alerts] == ["t0,t1,t2,t3,t4", "t0,t1,t2,t3,t4,t5"]
+    assert h.feed("card-1", [txn("t6", 400)]) == []  # nothing alerts twice, t6 is alone
+
+
+def test_a_straggler_completes_an_earlier_window():
+    h = harness()
+    assert h.feed("card-1", [txn("t0", 0), txn("t1", 10), txn("t2", 20), txn("t4", 40)]) == []
+    alerts = h.feed("card-1", [txn("t3", 30)])  # arrives after t4, within lateness
+    assert [a.alert_id for a in alerts] == ["velocity:card-1:t4"]
 
 
 def test_an_idle_card_is_forgotten_when_the_watermark_passes_its_expiry():
