@@ -1,0 +1,73 @@
+"""Kill an app's process (SIGKILL, as a machine failure would) at random moments and
+restart it on the same checkpoint; then let it catch up. For recovery tests of any app.
+The kills land in a running stream: each run is killed only after it has committed a
+batch of its own (counted in the checkpoint's commit log, a local folder here).
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.settings import PlatformSettings
+from shared.testing.canary_runs import canary_env
+
+
+@dataclass
+class ChaosReport:
+    uptimes_s: list[float] = field(default_factory=list)  # how long each killed run lived
+    committed_at_kill: list[int] = field(default_factory=list)  # batches in the commit log
+
+
+def committed_batches(settings: PlatformSettings, app: str) -> int:
+    """Batches in the app's commit log (a local checkpoint)."""
+    commits = Path(str(settings.checkpoint_dir)) / app / "commits"
+    return sum(1 for p in commits.glob("[0-9]*")) if commits.exists() else 0
+
+
+def _command(app: str, *flags: str) -> list[str]:
+    return [sys.executable, "-m", "shared.cli", "run", app, *flags]
+
+
+def _wait_for_new_batch(process: subprocess.Popen, settings: PlatformSettings, app: str,
+                        committed_before: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while committed_batches(settings, app) <= committed_before:
+        if process.poll() is not None:
+            raise RuntimeError(f"{app} exited by itself ({process.returncode})")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{app} committed no batch within {timeout_s} s")
+        time.sleep(0.5)
+
+
+def kill_and_restart(app: str, settings: PlatformSettings, *, kills: int, rng: random.Random,
+                     extra_uptime_s: tuple[float, float], log_dir, **env: str) -> ChaosReport:
+    """Run ``app`` ``kills`` times; each run is killed a random moment after it has
+    committed a batch of its own, so that every kill lands in a running stream."""
+    report = ChaosReport()
+    environment = canary_env(settings, **env)
+    for attempt in range(kills):
+        with open(f"{log_dir}/run-{attempt}.log", "w") as log:
+            started = time.monotonic()
+            before = committed_batches(settings, app)
+            process = subprocess.Popen(_command(app), env=environment, stdout=log,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                _wait_for_new_batch(process, settings, app, before, timeout_s=240)
+                time.sleep(rng.uniform(*extra_uptime_s))
+            finally:
+                process.kill()  # SIGKILL: no graceful stop, no flush
+                process.wait()
+            report.uptimes_s.append(time.monotonic() - started)
+            report.committed_at_kill.append(committed_batches(settings, app))
+    return report
+
+
+def catch_up(app: str, settings: PlatformSettings, **env: str) -> subprocess.CompletedProcess:
+    """Run ``app`` with ``--available-now``: process everything in Kafka, then exit."""
+    return subprocess.run(_command(app, "--available-now"), env=canary_env(settings, **env),
+                          capture_output=True, text=True, timeout=600, check=False)
