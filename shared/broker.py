@@ -9,16 +9,13 @@ stopped with SIGTERM (a controlled shutdown), then SIGKILL if it hangs.
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
-import signal
-import socket
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.processes import port_in_use, running_pid, stop_process
 from shared.settings import REPO_ROOT
 
 BROKER_JARS = REPO_ROOT / ".cache" / "jars" / "kafka-broker"
@@ -88,7 +85,7 @@ class LocalBroker:
         if self.is_running():
             self.wait_ready(timeout_s)
             return
-        if _port_in_use(self.config.host, self.config.port):
+        if port_in_use(self.config.host, self.config.port):
             raise BrokerError(f"port {self.config.port} is taken by another process")
         self.home.mkdir(parents=True, exist_ok=True)
         properties = self.home / "server.properties"
@@ -106,17 +103,7 @@ class LocalBroker:
 
     def stop(self, timeout_s: float = 30.0) -> bool:
         """Stop the broker; returns False if none was running."""
-        pid = self._pid()
-        if pid is None:
-            return False
-        _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if _alive(pid):
-            _signal(pid, signal.SIGKILL)
-        self.pid_file.unlink(missing_ok=True)
-        return True
+        return stop_process(self.pid_file, timeout_s)
 
     def is_running(self) -> bool:
         return self._pid() is not None
@@ -185,44 +172,4 @@ class LocalBroker:
             raise BrokerError(f"formatting storage failed: {result.stdout}{result.stderr}")
 
     def _pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text())
-        except (FileNotFoundError, ValueError):
-            return None
-        if _alive(pid):
-            return pid
-        self.pid_file.unlink(missing_ok=True)  # stale: the broker died or was killed
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still "exists"; treat it as gone.
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-        return state != "Z"
-    except OSError:
-        return True
-
-
-def _signal(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((host, port)) == 0
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (for test brokers)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+        return running_pid(self.pid_file)

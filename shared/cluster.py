@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import pyspark
 
-from shared.broker import _alive, _port_in_use, _signal
+from shared.processes import port_in_use, running_pid, stop_process
 from shared.settings import REPO_ROOT, add_arguments, from_namespace, setting
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -105,33 +104,6 @@ class Daemon:
                 start_new_session=True)  # survives Ctrl-C in the starting terminal
         self.pid_file.write_text(str(process.pid))
         return process
-
-
-def running_pid(pid_file: Path) -> int | None:
-    """The pid recorded in ``pid_file`` if that process still runs."""
-    try:
-        pid = int(pid_file.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    if _alive(pid):
-        return pid
-    pid_file.unlink(missing_ok=True)  # stale: it died or was killed
-    return None
-
-
-def stop_process(pid_file: Path, timeout_s: float) -> bool:
-    """SIGTERM (a worker then kills its executors), SIGKILL if it hangs."""
-    pid = running_pid(pid_file)
-    if pid is None:
-        return False
-    _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _alive(pid):
-        _signal(pid, signal.SIGKILL)
-    pid_file.unlink(missing_ok=True)
-    return True
 
 
 class StandaloneCluster:
@@ -212,7 +184,7 @@ class StandaloneCluster:
         ports = [s.master_port, s.master_ui_port]
         if s.worker_ui_port:
             ports += [s.worker_ui_port + n for n in range(s.workers)]
-        taken = [port for port in ports if _port_in_use(HOST, port)]
+        taken = [port for port in ports if port_in_use(HOST, port)]
         if taken:
             raise ClusterError(f"ports {taken} are taken by another process")
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.broker import BrokerConfig, LocalBroker, free_port
+from shared.broker import BrokerConfig, LocalBroker
+from shared.processes import free_port
 from shared.settings import PlatformSettings
 from shared.topics import TopicSpec, admin_client, provision
 

@@ -1,0 +1,71 @@
+"""Detached local daemons (the Kafka broker, Spark's master and workers): pid files,
+liveness, a graceful stop, and ports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+
+def running_pid(pid_file: Path) -> int | None:
+    """The pid recorded in ``pid_file`` if that process still runs."""
+    try:
+        pid = int(pid_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    if alive(pid):
+        return pid
+    pid_file.unlink(missing_ok=True)  # stale: it died or was killed
+    return None
+
+
+def stop_process(pid_file: Path, timeout_s: float) -> bool:
+    """SIGTERM (a controlled shutdown), then SIGKILL if it hangs; False if none ran."""
+    pid = running_pid(pid_file)
+    if pid is None:
+        return False
+    send_signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if alive(pid):
+        send_signal(pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still "exists"; treat it as gone.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        return state != "Z"
+    except OSError:
+        return True
+
+
+def send_signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((host, port)) == 0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (for test brokers)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
