@@ -5,6 +5,7 @@
     statewise topics [--app fraud]
     statewise run fraud [--available-now] [settings flags...]
     statewise demo
+    statewise report fraud --labels-dir DIR   (precision and recall per rule)
 Every command prints what it does; ``statewise run APP --help`` lists each setting
 with its environment variable.
 """
@@ -147,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from shared.demo import demo_main
 
         return demo_main(rest)
+    if command == "report" and rest[:1] == ["fraud"]:
+        from apps.fraud.report import report_main
+
+        return report_main(rest[1:])
     if command == "produce":
         from shared.produce_cli import produce_main
 
