@@ -132,6 +132,13 @@ def load(cls: type[S], argv: Sequence[str] | None = None,
     return from_namespace(cls, parser.parse_args(list(argv or [])))
 
 
+def to_environment(settings: Any) -> dict[str, str]:
+    """``settings`` as the environment variables that would load it again (to start
+    an app as its own process with the same settings)."""
+    return {f.metadata["env"]: str(getattr(settings, f.name))
+            for f in dataclasses.fields(settings)}
+
+
 def from_env(cls: type[S], environ: Mapping[str, str] | None = None, **overrides: Any) -> S:
     """Build ``cls`` from environment variables only (for libraries and tests)."""
     return dataclasses.replace(load(cls, [], environ), **overrides)

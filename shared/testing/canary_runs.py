@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from shared.settings import PlatformSettings
+from shared.settings import PlatformSettings, to_environment
 from shared.testing.canary import CANARY_TOPICS
 from shared.testing.kafka_tools import read_all
 
@@ -22,18 +22,9 @@ def canary_inputs(keys: int = 6, per_key: int = 120) -> list[dict]:
             for s in range(1, per_key + 1) for k in range(keys)]
 
 
-def canary_env(settings: PlatformSettings, **overrides: str) -> dict[str, str]:
-    """The calling environment plus ``settings`` as STATEWISE_* variables."""
-    return {
-        **os.environ,
-        "STATEWISE_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-        "STATEWISE_TOPIC_PREFIX": settings.topic_prefix,
-        "STATEWISE_SPARK_MASTER": settings.spark_master,
-        "STATEWISE_CHECKPOINT_DIR": str(settings.checkpoint_dir),
-        "STATEWISE_METRICS_DIR": str(settings.metrics_dir),
-        "STATEWISE_STATE_PARTITIONS": str(settings.state_partitions),
-        **overrides,
-    }
+def settings_env(settings: PlatformSettings, **overrides: str) -> dict[str, str]:
+    """The calling environment plus ``settings`` (and ``overrides``) as variables."""
+    return {**os.environ, **to_environment(settings), **overrides}
 
 
 def run_canary(settings: PlatformSettings, timeout_s: float = 300,
@@ -41,7 +32,7 @@ def run_canary(settings: PlatformSettings, timeout_s: float = 300,
     """``python -m shared.testing.canary --available-now``: catch up, then exit."""
     return subprocess.run(
         [sys.executable, "-m", "shared.testing.canary", "--available-now"],
-        env=canary_env(settings, **env_overrides), capture_output=True, text=True,
+        env=settings_env(settings, **env_overrides), capture_output=True, text=True,
         timeout=timeout_s, check=False)
 
 

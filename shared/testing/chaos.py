@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.settings import PlatformSettings
-from shared.testing.canary_runs import canary_env
+from shared.testing.canary_runs import settings_env
 
 
 @dataclass
@@ -49,7 +49,7 @@ def kill_and_restart(app: str, settings: PlatformSettings, *, kills: int, rng: r
     """Run ``app`` ``kills`` times; each run is killed a random moment after it has
     committed a batch of its own, so that every kill lands in a running stream."""
     report = ChaosReport()
-    environment = canary_env(settings, **env)
+    environment = settings_env(settings, **env)
     for attempt in range(kills):
         with open(f"{log_dir}/run-{attempt}.log", "w") as log:
             started = time.monotonic()
@@ -69,5 +69,5 @@ def kill_and_restart(app: str, settings: PlatformSettings, *, kills: int, rng: r
 
 def catch_up(app: str, settings: PlatformSettings, **env: str) -> subprocess.CompletedProcess:
     """Run ``app`` with ``--available-now``: process everything in Kafka, then exit."""
-    return subprocess.run(_command(app, "--available-now"), env=canary_env(settings, **env),
+    return subprocess.run(_command(app, "--available-now"), env=settings_env(settings, **env),
                           capture_output=True, text=True, timeout=600, check=False)

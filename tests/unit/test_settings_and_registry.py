@@ -56,3 +56,10 @@ def test_every_topic_name_is_unique_and_every_app_has_dead_letter_and_late_topic
             assert schema is not None
             assert set(schema.required) <= set(schema.field_names)
             assert schema.event_time_field in schema.field_names
+
+
+def test_settings_round_trip_through_their_environment_variables():
+    from shared.settings import from_env, to_environment
+
+    settings = from_env(FraudSettings, {}, state_partitions=3, spark_ui=True, velocity_count=7)
+    assert load(FraudSettings, [], to_environment(settings)) == settings
