@@ -1,0 +1,1 @@
+"""Benchmarks: measurement scripts, run by hand (not tests); results in bench/results/."""

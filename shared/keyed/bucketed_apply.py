@@ -1,0 +1,144 @@
+"""Wire a :class:`BucketedProcessor` into a streaming query.
+
+``apply_bucketed`` hashes each row's key into one of B buckets
+(``pmod(xxhash64(key...), B)``), adds the event time as epoch ms, unions the broadcast
+control stream (each control record exploded to all B buckets, so every bucket sees it)
+and runs ``groupBy(bucket).transformWithStateInPandas``. The pandas API, not the Row API:
+a bucket's rows arrive as Arrow-backed DataFrames, while the Row API builds a Python
+object per row and the bucket's table is then built from them (measured on 2M rows, 10k
+keys, B=64: the Row variant was 1.5x slower with 200k-row batches, 1.9x with 1M-row ones).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    DataType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from shared.keyed.apply import _has_watermark, _spark_duration
+from shared.keyed.bucketed_processor import BucketedProcessor
+from shared.keyed.bucketed_spark import BucketedStatefulProcessor, InputLayout
+from shared.keyed.bucketed_spec import (
+    BUCKET_COLUMN,
+    CONTROL_PREFIX,
+    EVENT_MS_COLUMN,
+    IS_CONTROL_COLUMN,
+    RESERVED_PREFIX,
+    BucketedSpec,
+    BucketedSpecError,
+    ControlSpec,
+)
+
+# Spark types whose pandas dtype changes when the column holds nulls (see InputLayout).
+_EXACT_DTYPES: dict[type[DataType], str] = {
+    LongType: "int64", IntegerType: "int32", ShortType: "int16", ByteType: "int8",
+    BooleanType: "bool",
+}
+
+
+def apply_bucketed(
+    df: DataFrame,
+    processor: BucketedProcessor,
+    output_schema: StructType,
+    *,
+    buckets: int,
+    control: DataFrame | None = None,
+    watermark_delay: str | timedelta | None = None,
+    output_mode: str = "Append",
+) -> DataFrame:
+    """The processor's output stream. ``buckets`` (B) is fixed for the life of the
+    checkpoint (the state records it and refuses another B). With ``idle_expiry`` a
+    watermark on the event time column is needed: ``watermark_delay`` sets one, or the
+    one ``df`` already has is used. ``control``: a stream with the spec's control columns.
+    """
+    spec = processor.spec
+    _check_input(df, spec, buckets)
+    if spec.idle_expiry is not None:
+        if not isinstance(df.schema[spec.event_time_column].dataType, TimestampType):
+            raise BucketedSpecError(
+                f"idle_expiry needs a watermark, so {spec.event_time_column!r} must be a "
+                "timestamp column")
+        if not (watermark_delay is None and _has_watermark(df, spec.event_time_column)):
+            df = df.withWatermark(spec.event_time_column, _spark_duration(watermark_delay))
+    elif watermark_delay is not None:
+        raise BucketedSpecError("watermark_delay is only used with idle_expiry")
+    data_schema = df.schema
+    stream = df.withColumn(BUCKET_COLUMN, bucket_of(spec.key_columns, buckets)).withColumn(
+        EVENT_MS_COLUMN, event_ms(df, spec.event_time_column))
+    control_schema = None
+    if control is not None:
+        if spec.control is None:
+            raise BucketedSpecError("a control stream was given but the spec declares none")
+        broadcast = broadcast_control(control, spec.control, buckets)
+        control_schema = control.select(*spec.control.schema.names).schema
+        stream = stream.withColumn(IS_CONTROL_COLUMN, F.lit(False)).unionByName(
+            broadcast, allowMissingColumns=True)
+    layout = _layout(data_schema, control_schema, output_schema, buckets)
+    return stream.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
+        BucketedStatefulProcessor(processor, layout), output_schema, output_mode,
+        spec.time_mode)
+
+
+def bucket_of(key_columns: tuple[str, ...] | list[str], buckets: int) -> Column:
+    """The bucket of a row: ``pmod(xxhash64(key...), B)`` (a long in [0, B))."""
+    return F.pmod(F.xxhash64(*[F.col(c) for c in key_columns]), F.lit(buckets))
+
+
+def event_ms(df: DataFrame, column: str) -> Column:
+    """The event time as epoch ms: timestamps converted, numbers taken as epoch ms."""
+    dtype = df.schema[column].dataType
+    if isinstance(dtype, TimestampType | TimestampNTZType):
+        return F.unix_millis(F.col(column).cast(TimestampType()))
+    return F.col(column).cast(LongType())
+
+
+def broadcast_control(control: DataFrame, spec: ControlSpec, buckets: int) -> DataFrame:
+    """Each control record once per bucket, its columns prefixed with ``keyed_ctl_``."""
+    missing = [c for c in spec.schema.names if c not in control.columns]
+    if missing:
+        raise BucketedSpecError(f"the control stream lacks columns {missing}")
+    columns = [F.col(c).alias(CONTROL_PREFIX + c) for c in spec.schema.names]
+    all_buckets = F.explode(F.sequence(F.lit(0).cast(LongType()), F.lit(buckets - 1).cast(
+        LongType())))
+    return control.select(*columns, all_buckets.alias(BUCKET_COLUMN),
+                          F.lit(True).alias(IS_CONTROL_COLUMN))
+
+
+def _check_input(df: DataFrame, spec: BucketedSpec, buckets: int) -> None:
+    if buckets < 1:
+        raise BucketedSpecError(f"buckets must be >= 1, got {buckets}")
+    needed = [*spec.key_columns, spec.event_time_column]
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        raise BucketedSpecError(f"columns {missing} are not in the stream {df.columns}")
+    reserved = [c for c in df.columns if c.startswith(RESERVED_PREFIX) or c.startswith("_")]
+    if reserved:
+        raise BucketedSpecError(
+            f"columns {reserved} start with {RESERVED_PREFIX!r} or '_': rename them first")
+
+
+def _layout(data: StructType, control: StructType | None, output: StructType,
+            buckets: int) -> InputLayout:
+    return InputLayout(
+        bucket_count=buckets, data_columns=(*data.names, EVENT_MS_COLUMN),
+        control_columns=() if control is None else tuple(control.names),
+        output_columns=tuple(output.names),
+        data_dtypes=(*_exact_dtypes(data), (EVENT_MS_COLUMN, "int64")),
+        control_dtypes=() if control is None else _exact_dtypes(control))
+
+
+def _exact_dtypes(schema: StructType) -> tuple[tuple[str, str], ...]:
+    return tuple((f.name, _EXACT_DTYPES[type(f.dataType)]) for f in schema.fields
+                 if type(f.dataType) in _EXACT_DTYPES)

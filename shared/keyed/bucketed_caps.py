@@ -1,0 +1,73 @@
+"""The caps that keep bucketed state bounded: per key (history) and per bucket.
+
+Per key, a declared history keeps only its ``max_per_key`` newest entries. Per bucket,
+key rows plus history entries may not exceed ``max_rows_per_bucket``: past it the query
+fails with :class:`BucketOverflowError` (``Overflow.FAIL``, the default: the state was
+sized wrong and should be noticed) or the least recently active keys are dropped and
+counted in the bucket's ``evicted_keys_total`` (``Overflow.EVICT_IDLEST``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import pandas as pd
+
+from shared.keyed.bucketed_spec import (
+    LAST_EVENT_MS,
+    BucketedSpec,
+    BucketOverflowError,
+    Overflow,
+)
+from shared.keyed.bucketed_tables import StoredBucket
+
+log = logging.getLogger(__name__)
+
+
+def cap_history(spec: BucketedSpec, history: pd.DataFrame, kept_keys: pd.Index
+                ) -> pd.DataFrame:
+    """Entries of kept keys only, sorted, at most ``max_per_key`` newest per key."""
+    history_spec = spec.history
+    assert history_spec is not None
+    if not len(history):
+        return history
+    history = history[history_key_index(history, spec).isin(kept_keys)]
+    key_columns = list(spec.key_columns)
+    history = history.sort_values([*key_columns, history_spec.order_by], kind="stable")
+    from_newest = history.groupby(key_columns, sort=False).cumcount(ascending=False)
+    return history[from_newest.to_numpy() < history_spec.max_per_key].reset_index(drop=True)
+
+
+def enforce_bucket_cap(spec: BucketedSpec, stored: StoredBucket, bucket: int) -> StoredBucket:
+    cap = spec.max_rows_per_bucket
+    if stored.rows <= cap:
+        return stored
+    message = (
+        f"bucket {bucket} holds {stored.rows} rows ({len(stored.keys)} keys + "
+        f"{stored.rows - len(stored.keys)} history entries), over max_rows_per_bucket={cap}")
+    if spec.overflow is Overflow.FAIL:
+        raise BucketOverflowError(
+            f"{message}. Raise B (new checkpoint or savepoint restore), shorten "
+            "idle_expiry or lower history.max_per_key; or choose Overflow.EVICT_IDLEST")
+    # Keep the most recently active keys (ties: smaller key first) while they fit.
+    rows_per_key = pd.Series(1, index=stored.keys.index)
+    if stored.history is not None and len(stored.history):
+        counts = stored.history.groupby(list(spec.key_columns)).size()
+        rows_per_key = rows_per_key.add(counts.reindex(rows_per_key.index, fill_value=0))
+    by_recency = stored.keys[LAST_EVENT_MS].sort_values(ascending=False, kind="stable").index
+    fits = rows_per_key.reindex(by_recency).cumsum() <= cap
+    kept = stored.keys.loc[by_recency[fits.to_numpy()]].sort_index()
+    evicted = len(stored.keys) - len(kept)
+    log.warning("%s: evicted the %d least recently active keys", message, evicted)
+    history = stored.history
+    if history is not None:
+        history = history[history_key_index(history, spec).isin(kept.index)].reset_index(drop=True)
+    return replace(stored, keys=kept, history=history,
+                   evicted_keys_total=stored.evicted_keys_total + evicted)
+
+
+def history_key_index(history: pd.DataFrame, spec: BucketedSpec) -> pd.Index:
+    if len(spec.key_columns) == 1:
+        return pd.Index(history[spec.key_columns[0]])
+    return pd.MultiIndex.from_frame(history[list(spec.key_columns)])

@@ -1,0 +1,194 @@
+"""One bucket, one micro-batch, in vectorised pandas: the layer's logic without Spark.
+
+Per call, in this order (the same whether Spark calls with rows or with a timer):
+
+1. control: the batch's control records are merged into the bucket's latest ones (the
+   greatest ``order_by`` per control key wins), so they apply to this batch's rows;
+2. expiry: keys whose ``last_event_ms`` + idle is at or behind the watermark are dropped
+   (``on_expire`` sees them first); rows arriving for such a key start it afresh;
+3. update: the app's ``update`` runs on the sorted rows; the layer then sets each key's
+   ``last_event_ms``, sorts and caps the history per key and enforces the bucket's cap;
+4. outputs are sorted, so a replayed batch emits the same rows in the same order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from shared.keyed.bucketed_caps import cap_history, enforce_bucket_cap, history_key_index
+from shared.keyed.bucketed_order import sortable_columns, sorted_by
+from shared.keyed.bucketed_processor import (
+    BucketContext,
+    BucketedProcessor,
+    BucketState,
+    BucketUpdate,
+)
+from shared.keyed.bucketed_spec import (
+    EVENT_MS_COLUMN,
+    LAST_EVENT_MS,
+    BucketedSpec,
+    BucketedSpecError,
+    ControlSpec,
+)
+from shared.keyed.bucketed_tables import StoredBucket
+
+
+@dataclass(frozen=True)
+class BatchClock:
+    """Spark's clocks for the batch (TimerValues): -1 when the time mode has none."""
+
+    watermark_ms: int
+    processing_time_ms: int
+
+
+@dataclass(frozen=True)
+class BucketBatch:
+    """The outcome of one bucket's batch; ``control`` is None when it did not change."""
+
+    stored: StoredBucket
+    outputs: pd.DataFrame | None
+    control: pd.DataFrame | None
+    next_expiry_ms: int | None
+
+
+def run_bucket_batch(processor: BucketedProcessor, bucket: int, stored: StoredBucket,
+                     rows: pd.DataFrame | None, control: pd.DataFrame | None,
+                     new_control: pd.DataFrame | None, clock: BatchClock) -> BucketBatch:
+    """Steps 1-4 above; ``control`` is the stored control table (None without one)."""
+    spec = processor.spec
+    merged = merge_control(spec.control, control, new_control)
+    latest = control if merged is None else merged
+    live, expired = split_expired(spec, stored, clock.watermark_ms)
+    ctx = BucketContext(
+        bucket=bucket, watermark_ms=clock.watermark_ms,
+        processing_time_ms=clock.processing_time_ms,
+        control=_indexed_control(spec.control, latest),
+        last_event_ms=stored.keys[LAST_EVENT_MS])
+    outputs: list[pd.DataFrame | None] = []
+    if expired is not None:
+        outputs.append(processor.on_expire(_app_view(expired), ctx))
+    rows = _keyed_rows(rows, spec)
+    if rows is not None:
+        update = processor.update(_app_view(live), rows, ctx)
+        live = apply_update(spec, live, update, rows, clock)
+        outputs.append(update.outputs)
+    live = enforce_bucket_cap(spec, live, bucket)
+    return BucketBatch(stored=live, outputs=sort_outputs(outputs, spec), control=merged,
+                       next_expiry_ms=next_expiry_ms(spec, live))
+
+
+def merge_control(spec: ControlSpec | None, stored: pd.DataFrame | None,
+                  new: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The latest record per control key, or None when nothing new arrived. Ties on
+    ``order_by`` are broken by the other columns, so replays pick the same record."""
+    if spec is None or new is None or not len(new):
+        return None
+    new = new[list(spec.schema.names)]
+    merged = new if stored is None or not len(stored) else pd.concat(
+        [stored, new], ignore_index=True)
+    first = [spec.key, spec.order_by]
+    merged = sorted_by(merged, [*first, *sortable_columns(merged, exclude=first)])
+    return merged.drop_duplicates(subset=[spec.key], keep="last").reset_index(drop=True)
+
+
+def split_expired(spec: BucketedSpec, stored: StoredBucket, watermark_ms: int
+                  ) -> tuple[StoredBucket, StoredBucket | None]:
+    """(live keys, expired keys or None): expired when last event + idle <= watermark."""
+    idle_ms = spec.idle_expiry_ms
+    if idle_ms is None or watermark_ms < 0 or not len(stored.keys):
+        return stored, None
+    gone = (stored.keys[LAST_EVENT_MS].to_numpy() + idle_ms) <= watermark_ms
+    if not gone.any():
+        return stored, None
+    gone_keys, kept_keys = stored.keys[gone], stored.keys[~gone]
+    gone_history = kept_history = stored.history
+    if stored.history is not None:
+        in_gone = history_key_index(stored.history, spec).isin(gone_keys.index)
+        gone_history, kept_history = stored.history[in_gone], stored.history[~in_gone]
+    live = replace(stored, keys=kept_keys, history=kept_history,
+                   expired_keys_total=stored.expired_keys_total + int(gone.sum()))
+    return live, StoredBucket(keys=gone_keys, history=gone_history)
+
+
+def _keyed_rows(rows: pd.DataFrame | None, spec: BucketedSpec) -> pd.DataFrame | None:
+    """The rows sorted, or None when there are none. A row without a key has no place in
+    a key table and is dropped (the pipeline should route such rows to dead letters)."""
+    if rows is None or not len(rows):
+        return None
+    keys = rows[list(spec.key_columns)]
+    if keys.isna().to_numpy().any():
+        rows = rows[keys.notna().all(axis=1).to_numpy()]
+    return sort_rows(rows, spec) if len(rows) else None
+
+
+def sort_rows(rows: pd.DataFrame, spec: BucketedSpec) -> pd.DataFrame:
+    """Rows by key, event time, then every other sortable column: Spark does not promise
+    an order within a group, and replays must compute the same (float) results."""
+    first = [*spec.key_columns, EVENT_MS_COLUMN]
+    return sorted_by(rows, [*first, *sortable_columns(rows, exclude=first)])
+
+
+def apply_update(spec: BucketedSpec, live: StoredBucket, update: BucketUpdate,
+                 rows: pd.DataFrame, clock: BatchClock) -> StoredBucket:
+    keys = update.keys
+    if list(keys.index.names) != list(spec.key_columns):
+        raise BucketedSpecError(
+            f"update() must return keys indexed by {list(spec.key_columns)}, "
+            f"got index {list(keys.index.names)}")
+    missing = [c for c in spec.state_schema.names if c not in keys.columns]
+    if missing:
+        raise BucketedSpecError(f"update() returned keys without state columns {missing}")
+    if not keys.index.is_unique:
+        raise BucketedSpecError("update() returned a key table with repeated keys")
+    keys = keys[list(spec.state_schema.names)].copy()
+    keys[LAST_EVENT_MS] = _last_event_ms(spec, live.keys[LAST_EVENT_MS], rows, keys.index,
+                                         clock)
+    if not keys.index.is_monotonic_increasing:
+        keys = keys.sort_index()
+    if spec.history is None and update.history is not None:
+        raise BucketedSpecError("update() returned a history but the spec declares none")
+    history = live.history if update.history is None else update.history
+    if spec.history is not None and history is not None:
+        history = cap_history(spec, history, keys.index)
+    return replace(live, keys=keys, history=history)
+
+
+def next_expiry_ms(spec: BucketedSpec, stored: StoredBucket) -> int | None:
+    """The bucket's one timer: the earliest key expiry (None: no keys or no expiry)."""
+    if spec.idle_expiry_ms is None or not len(stored.keys):
+        return None
+    return int(stored.keys[LAST_EVENT_MS].min()) + spec.idle_expiry_ms
+
+
+def sort_outputs(parts: list[pd.DataFrame | None], spec: BucketedSpec) -> pd.DataFrame | None:
+    frames = [p for p in parts if p is not None and len(p)]
+    if not frames:
+        return None
+    outputs = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    first = list(spec.output_order or [c for c in spec.key_columns if c in outputs.columns])
+    order = first if spec.output_order else [*first, *sortable_columns(outputs, exclude=first)]
+    return sorted_by(outputs, order)
+
+
+def _last_event_ms(spec: BucketedSpec, before: pd.Series, rows: pd.DataFrame,
+                   index: pd.Index, clock: BatchClock) -> np.ndarray:
+    """Per key: the later of its stored last event and its newest row; keys the app made
+    without rows or stored state count as seen at the watermark (or processing time)."""
+    newest = rows.groupby(list(spec.key_columns), sort=False)[EVENT_MS_COLUMN].max()
+    last = np.fmax(before.reindex(index).to_numpy(dtype="float64"),
+                   newest.reindex(index).to_numpy(dtype="float64"))
+    fallback = max(clock.watermark_ms, clock.processing_time_ms, 0)
+    return np.where(np.isnan(last), fallback, last).astype("int64")
+
+
+def _app_view(stored: StoredBucket) -> BucketState:
+    return BucketState(keys=stored.keys.drop(columns=[LAST_EVENT_MS]), history=stored.history)
+
+
+def _indexed_control(spec: ControlSpec | None, control: pd.DataFrame | None) -> pd.DataFrame:
+    if spec is None or control is None:
+        return pd.DataFrame()
+    return control.set_index(spec.key)

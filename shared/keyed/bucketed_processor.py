@@ -1,0 +1,91 @@
+"""What an app writes for bucketed keyed state: vectorised functions over one bucket.
+
+A bucket holds many keys. Per micro-batch the app gets the bucket's per-key table, the
+bucket's new rows and a context, and returns the new table plus output rows, all as
+pandas DataFrames: one call per bucket instead of one Python call per key, which is what
+makes the per-key Row API slow (see shared/keyed/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from shared.keyed.bucketed_spec import BucketedSpec
+
+
+@dataclass(frozen=True)
+class BucketState:
+    """The app's view of a bucket's state.
+
+    ``keys``: one row per key, indexed by the key columns, with the declared state columns
+    (sorted by key). ``history``: key columns + history columns, one row per entry, sorted
+    by key and ``order_by`` (None without a declared history).
+    """
+
+    keys: pd.DataFrame
+    history: pd.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class BucketUpdate:
+    """What :meth:`BucketedProcessor.update` returns.
+
+    ``keys``: the bucket's whole new key table (indexed by the key columns); a key left
+    out is deleted, with its history. ``history``: the whole new history, or None to keep
+    the stored one; the layer sorts it and keeps the ``max_per_key`` newest entries per
+    key. ``outputs``: output rows (the query's output columns), sorted by the layer.
+    """
+
+    keys: pd.DataFrame
+    outputs: pd.DataFrame | None = None
+    history: pd.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class BucketContext:
+    """Spark's clocks for this batch (from its TimerValues, never the wall clock), the
+    bucket's latest control records and the stored keys' last event times.
+
+    ``watermark_ms`` is -1 without idle expiry (Spark's timeMode None), as is
+    ``processing_time_ms``. ``control`` is indexed by the control key (empty without a
+    control stream). ``last_event_ms`` holds, per stored key (expiring ones included),
+    its latest event time before this batch.
+    """
+
+    bucket: int
+    watermark_ms: int
+    processing_time_ms: int
+    control: pd.DataFrame
+    last_event_ms: pd.Series
+
+    def control_value(self, key: Hashable, column: str, default: Any) -> Any:
+        """The latest control value ``column`` for control key ``key``, else ``default``."""
+        if key not in self.control.index:
+            return default
+        value = self.control.at[key, column]
+        return default if pd.isna(value) else value
+
+
+class BucketedProcessor:
+    """Subclass, declare ``spec`` (a :class:`BucketedSpec`) and implement :meth:`update`.
+
+    Both hooks must be vectorised and deterministic: given the same state, rows (which the
+    layer sorts by key, event time and the other columns) and context they must return the
+    same result, so that a replayed batch yields the same state and output.
+    """
+
+    spec: ClassVar[BucketedSpec]
+
+    def update(self, state: BucketState, rows: pd.DataFrame, ctx: BucketContext
+               ) -> BucketUpdate:
+        """New rows of this bucket (at least one); ``rows`` also has ``keyed_event_ms``."""
+        raise NotImplementedError
+
+    def on_expire(self, expired: BucketState, ctx: BucketContext) -> pd.DataFrame | None:
+        """Keys idle past ``spec.idle_expiry``, with their history, just before they are
+        dropped; return output rows or None."""
+        return None
