@@ -1,8 +1,9 @@
 """What an app declares, so that the shared runner can run it.
 
-An app is a pure builder, ``build(records, settings) -> list[Output]``: it gets
-decoded, quality-checked, watermarked records and returns DataFrames, one per
-output topic. It never reads or writes a stream itself; the runner does, so the
+An app is a pure builder, ``build(records, settings, control) -> list[Output]``: it
+gets decoded, quality-checked, watermarked records (and its decoded control records,
+if it has a control topic) and returns DataFrames, one per output topic. It never
+reads or writes a stream itself; the runner does, so the
 same builder runs under the real runner, in tests and in benchmarks.
 """
 
@@ -57,7 +58,9 @@ class AppDefinition:
     name: str
     topics: AppTopics
     settings_type: type
-    build: Callable[[DataFrame, Any], list[Output]]
+    # (records, settings, control records or None) -> outputs; control is the app's
+    # control topic, decoded, when the registry gives that topic a schema.
+    build: Callable[[DataFrame, Any, DataFrame | None], list[Output]]
     # Watermark delay, e.g. "30 seconds"; None: the app uses no event-time state.
     allowed_lateness: Callable[[Any], str | None] = lambda settings: None
     # Which input rows the app's stateful operators drop as late (see rows_behind).

@@ -47,18 +47,20 @@ def client_properties(settings: PlatformSettings) -> dict[str, str]:
 
 
 def read_topics(spark: SparkSession, settings: PlatformSettings,
-                specs: tuple[TopicSpec, ...]) -> DataFrame:
-    """A streaming DataFrame of the raw Kafka records of ``specs``."""
+                specs: tuple[TopicSpec, ...], *, whole_topic: bool = False) -> DataFrame:
+    """A streaming DataFrame of the raw Kafka records of ``specs``. ``whole_topic``
+    (control topics): from the earliest offset on a new checkpoint, with no per-batch
+    limit, whatever the settings say for the data."""
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.bootstrap_servers)
         .option("subscribe", ",".join(s.qualified(settings.topic_prefix) for s in specs))
-        .option("startingOffsets", settings.starting_offsets)
+        .option("startingOffsets", "earliest" if whole_topic else settings.starting_offsets)
         .option("includeHeaders", "true")
         # Offsets lost to retention fail the query instead of being skipped silently.
         .option("failOnDataLoss", "true")
     )
-    if settings.max_offsets_per_trigger > 0:
+    if settings.max_offsets_per_trigger > 0 and not whole_topic:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
     for key, value in client_properties(settings).items():
         reader = reader.option(f"kafka.{key}", value)

@@ -34,10 +34,11 @@ _REASON, _STAGE = "_reason", "_stage"
 
 
 def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
-             gate=None) -> DataFrame:
+             gate=None, control_raw: DataFrame | None = None) -> DataFrame:
     """The union of every envelope the app writes, plus the late-candidate column.
 
     ``gate``: a ``shared.quality.QualityGate`` (its ``reason(df)`` column), or None.
+    ``control_raw``: the raw records of the app's control topic, or None.
     """
     schema = app.input_topic.schema
     staged = _with_reason(parse(raw, schema), gate)
@@ -45,12 +46,32 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
     records = staged.where(F.col(_REASON).isNull()).select(*fields)
     lateness = app.allowed_lateness(settings)
     watermarked = records.withWatermark(EVENT_TIME, lateness) if lateness else records
+    control, rejected_control = _control(control_raw, app, settings)
     parts = [json_envelopes(output.rows, output.topic.qualified(settings.topic_prefix),
                             output.key_column)
              .withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
-             for output in app.build(watermarked, settings)]
+             for output in app.build(watermarked, settings, control)]
     parts.append(_side_outputs(staged, app, settings, lateness))
+    if rejected_control is not None:
+        parts.append(rejected_control)
     return reduce(DataFrame.unionByName, parts)
+
+
+def _control(control_raw: DataFrame | None, app: AppDefinition, settings: PlatformSettings
+             ) -> tuple[DataFrame | None, DataFrame | None]:
+    """(decoded control records, dead letters of the undecodable ones) or (None, None).
+    A control record is never dropped silently either: a bad one goes to dead letters."""
+    spec = app.topics.control
+    if control_raw is None or spec is None or spec.schema is None:
+        return None, None
+    staged = parse(control_raw, spec.schema)
+    reason = F.col(DECODE_REASON)
+    decoded = staged.where(reason.isNull()).select(*spec.schema.field_names)
+    rejected = dead_letter_envelopes(
+        staged.where(reason.isNotNull()), reason=reason, app=app.name, stage="control",
+        topic=app.topics.dead_letter.qualified(settings.topic_prefix),
+    ).withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
+    return decoded, rejected
 
 
 def _with_reason(staged: DataFrame, gate) -> DataFrame:

@@ -66,11 +66,20 @@ FRAUD_ALERT = RecordSchema(
     name="fraud_alert",
     struct=_fields(
         ("alert_id", StringType()), ("rule", StringType()), ("card_id", StringType()),
-        ("txn_ids", StringType()), ("first_event_time_ms", LongType()),
-        ("last_event_time_ms", LongType()), ("detected_at_ms", LongType()),
+        ("txn_id", StringType()), ("txn_ids", StringType()),
+        ("first_event_time_ms", LongType()), ("last_event_time_ms", LongType()),
+        ("detected_at_ms", LongType()),
         ("detail", StringType()),
     ),
     key_field="card_id",
+)
+
+# A run-time change to one rule threshold; the greatest version per param wins.
+FRAUD_CONTROL = RecordSchema(
+    name="fraud_control",
+    struct=_fields(("param", StringType()), ("value", DoubleType()), ("version", LongType())),
+    required=("param", "value", "version"),
+    key_field="param",
 )
 
 FRAUD = AppTopics(
@@ -80,7 +89,7 @@ FRAUD = AppTopics(
     outputs=(TopicSpec("fraud.alerts", "fraud", "fraud alerts, keyed by card id",
                        partitions=4, schema=FRAUD_ALERT),),
     control=TopicSpec("fraud.control", "fraud", "rule thresholds, changed at run time",
-                      partitions=1, cleanup_policy="compact"),
+                      partitions=1, cleanup_policy="compact", schema=FRAUD_CONTROL),
     dead_letter=dead_letter_topic("fraud"),
     late=late_topic("fraud"),
 )

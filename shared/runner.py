@@ -117,7 +117,10 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     """Start the app's streaming query; returns at once."""
     checkpoint = checkpoint_path(app, settings)
     raw = read_topics(spark, settings, app.topics.inputs)
-    envelopes = assemble(raw, app, settings, quality_gate(app, settings))
+    control = app.topics.control
+    control_raw = (read_topics(spark, settings, (control,), whole_topic=True)
+                   if control is not None and control.schema is not None else None)
+    envelopes = assemble(raw, app, settings, quality_gate(app, settings), control_raw)
     writer = BatchWriter(spark, app, settings, checkpoint, faults or FaultPlan.from_env())
     stream = (envelopes.writeStream.queryName(app.name)
               .option("checkpointLocation", checkpoint)

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from apps.fraud.generator_rows import Rows, Spending
-from apps.fraud.generator_world import CATEGORY_INDEX, CITY_DISTANCE_KM, haversine_km
+from apps.fraud.generator_world import CATEGORY_INDEX, CITY_DISTANCE_KM
+from apps.fraud.geo import haversine_km
 
 MINUTE_MS = 60_000.0
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
 
-EARTH_RADIUS_KM = 6371.0
+from apps.fraud.geo import haversine_km
+from apps.fraud.reference import CURRENCIES
+
 KM_PER_DEGREE = 111.2
 
 # (name, lat, lon, currency, share of cards)
@@ -31,13 +32,8 @@ CITIES: tuple[tuple[str, float, float, str, float], ...] = (
     ("Los Angeles", 34.0522, -118.2437, "USD", 0.09),
 )
 
-# (code, units per US dollar, decimals): amounts are drawn in dollars, billed in the
-# card's currency. The same ten codes as apps/fraud/quality.py's KNOWN_CURRENCIES.
-CURRENCIES: tuple[tuple[str, float, int], ...] = (
-    ("USD", 1.0, 2), ("GBP", 0.79, 2), ("EUR", 0.92, 2), ("JPY", 150.0, 0),
-    ("AUD", 1.52, 2), ("BRL", 5.0, 2), ("INR", 83.0, 2), ("SGD", 1.35, 2),
-    ("CAD", 1.36, 2), ("CHF", 0.88, 2),
-)
+# Amounts are drawn in dollars and billed in the card's currency at the app's own
+# reference rates (apps/fraud/reference.py), so that labels mean what the rules mean.
 KNOWN_CURRENCIES = frozenset(code for code, _, _ in CURRENCIES)
 
 # (name, share of everyday spending, amount multiplier over the card's median)
@@ -64,15 +60,6 @@ CARD_JITTER_KM, MERCHANT_JITTER_KM = 15.0, 20.0
 MEDIAN_SPEND_USD = (12.0, 90.0)  # a card's median purchase, log-uniform in this range
 SPEND_SIGMA = (0.35, 0.9)  # a card's lognormal spread
 FAVOURITE_SHARE = 0.65  # purchases in one of the card's two favourite categories
-
-
-def haversine_km(lat1: ArrayLike, lon1: ArrayLike, lat2: ArrayLike, lon2: ArrayLike
-                 ) -> np.ndarray:
-    """Great-circle distance; numpy arrays or floats."""
-    p1, p2 = np.radians(lat1), np.radians(lat2)
-    dp, dl = p2 - p1, np.radians(np.asarray(lon2) - np.asarray(lon1))
-    a = np.sin(dp / 2) ** 2 + np.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
-    return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(a))
 
 
 CITY_DISTANCE_KM = haversine_km(CITY_LAT[:, None], CITY_LON[:, None],

@@ -3,7 +3,8 @@ checks as Spark predicates on every batch) and in full on samples (shared/qualit
 
 from __future__ import annotations
 
-KNOWN_CURRENCIES = ("EUR", "USD", "GBP", "JPY", "SGD", "CHF", "AUD", "CAD", "BRL", "INR")
+from apps.fraud.reference import KNOWN_CURRENCIES
+
 # A guard against absurd values in any currency (1,000,000 JPY is about 6,500 USD);
 # spend spikes relative to a card's own habit are the detector's job, not the gate's.
 MAX_AMOUNT = 1_000_000.0

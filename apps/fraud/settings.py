@@ -1,4 +1,8 @@
-"""The fraud app's settings: rule thresholds and state bounds (flags or FRAUD_* variables)."""
+"""The fraud app's settings: rule thresholds and state bounds (flags or FRAUD_* variables).
+
+The rule thresholds are defaults: a record on the control topic (``fraud.control``)
+overrides one while the app runs (apps/fraud/thresholds.py).
+"""
 
 from __future__ import annotations
 
@@ -12,13 +16,40 @@ class FraudSettings(PlatformSettings):
     """Per-card fraud detection on card transactions."""
 
     velocity_count: int = setting(
-        5, "FRAUD_VELOCITY_COUNT", "alert when a card makes this many transactions ...")
+        5, "FRAUD_VELOCITY_COUNT", "velocity: alert when a card makes this many transactions")
     velocity_window_s: int = setting(
-        180, "FRAUD_VELOCITY_WINDOW_S", "... within this many seconds of event time")
+        180, "FRAUD_VELOCITY_WINDOW_S", "velocity: ... within this many seconds of event time")
+    spend_window_min: int = setting(
+        60, "FRAUD_SPEND_WINDOW_MIN", "spend velocity: the interval whose spend is judged")
+    spend_factor: float = setting(
+        20.0, "FRAUD_SPEND_FACTOR",
+        "spend velocity: alert when the interval's spend reaches this many times the card's "
+        "mean transaction amount so far")
+    spend_min_history: int = setting(
+        3, "FRAUD_SPEND_MIN_HISTORY",
+        "spend velocity: earlier transactions a card needs before it has a baseline")
+    travel_max_kmh: float = setting(
+        900.0, "FRAUD_TRAVEL_MAX_KMH",
+        "impossible travel: fastest plausible speed between consecutive transactions")
+    travel_min_km: float = setting(
+        500.0, "FRAUD_TRAVEL_MIN_KM", "impossible travel: shorter jumps never alert")
+    travel_max_gap_h: float = setting(
+        12.0, "FRAUD_TRAVEL_MAX_GAP_H", "impossible travel: longer gaps never alert")
+    testing_probes: int = setting(
+        3, "FRAUD_TESTING_PROBES", "card testing: small transactions right before a large one")
+    testing_small_usd: float = setting(
+        2.5, "FRAUD_TESTING_SMALL_USD", "card testing: a probe is below this (USD equivalent)")
+    testing_large_usd: float = setting(
+        200.0, "FRAUD_TESTING_LARGE_USD", "card testing: the cash-out is at least this")
+    testing_window_min: float = setting(
+        10.0, "FRAUD_TESTING_WINDOW_MIN", "card testing: probes and cash-out within this")
     allowed_lateness: str = setting(
         "30 seconds", "FRAUD_ALLOWED_LATENESS",
         "how far behind the newest event time a transaction may arrive; later ones go to "
-        "the late topic")
+        "the late topic. Order-sensitive rules decide this much after a transaction")
     card_idle_expiry_h: float = setting(
         24.0, "FRAUD_CARD_IDLE_EXPIRY_H",
         "a card with no transaction for this many hours of event time is forgotten")
+    state_buckets: int = setting(
+        64, "FRAUD_STATE_BUCKETS",
+        "cards are hashed into this many state buckets; fixed for the life of a checkpoint")

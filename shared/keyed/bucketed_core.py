@@ -5,10 +5,14 @@ Per call, in this order (the same whether Spark calls with rows or with a timer)
 1. control: the batch's control records are merged into the bucket's latest ones (the
    greatest ``order_by`` per control key wins), so they apply to this batch's rows;
 2. expiry: keys whose ``last_event_ms`` + idle is at or behind the watermark are dropped
-   (``on_expire`` sees them first); rows arriving for such a key start it afresh;
+   (``on_watermark`` and then ``on_expire`` see them first); rows arriving for such a key
+   start it afresh;
 3. update: the app's ``update`` runs on the sorted rows; the layer then sets each key's
    ``last_event_ms``, sorts and caps the history per key and enforces the bucket's cap;
-4. outputs are sorted, so a replayed batch emits the same rows in the same order.
+4. decisions: the app's ``on_watermark`` judges what the watermark made final, and may
+   ask to be woken at a later event time (the bucket's one timer is the earlier of that
+   and the earliest key expiry);
+5. outputs are sorted, so a replayed batch emits the same rows in the same order.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ class BucketBatch:
     stored: StoredBucket
     outputs: pd.DataFrame | None
     control: pd.DataFrame | None
-    next_expiry_ms: int | None
+    next_timer_ms: int | None  # the earliest key expiry or the app's wake-up
 
 
 def run_bucket_batch(processor: BucketedProcessor, bucket: int, stored: StoredBucket,
@@ -69,15 +73,32 @@ def run_bucket_batch(processor: BucketedProcessor, bucket: int, stored: StoredBu
         last_event_ms=stored.keys[LAST_EVENT_MS])
     outputs: list[pd.DataFrame | None] = []
     if expired is not None:
+        # Decisions pending on an expiring key are due too (its events are all behind
+        # the watermark): they are made before the key goes.
+        decision = processor.on_watermark(_app_view(expired), ctx)
+        if decision is not None:
+            expired = apply_decision(spec, expired, decision)
+            outputs.append(decision.outputs)
         outputs.append(processor.on_expire(_app_view(expired), ctx))
     rows = _keyed_rows(rows, spec)
     if rows is not None:
         update = processor.update(_app_view(live), rows, ctx)
         live = apply_update(spec, live, update, rows, clock)
         outputs.append(update.outputs)
+    wake_at_ms = None
+    decision = processor.on_watermark(_app_view(live), ctx)
+    if decision is not None:
+        live = apply_decision(spec, live, decision)
+        outputs.append(decision.outputs)
+        wake_at_ms = decision.wake_at_ms
     live = enforce_bucket_cap(spec, live, bucket)
     return BucketBatch(stored=live, outputs=sort_outputs(outputs, spec), control=merged,
-                       next_expiry_ms=next_expiry_ms(spec, live))
+                       next_timer_ms=_earliest(next_expiry_ms(spec, live), wake_at_ms))
+
+
+def _earliest(*stamps: int | None) -> int | None:
+    present = [s for s in stamps if s is not None]
+    return min(present) if present else None
 
 
 def merge_control(spec: ControlSpec | None, stored: pd.DataFrame | None,
@@ -133,27 +154,48 @@ def sort_rows(rows: pd.DataFrame, spec: BucketedSpec) -> pd.DataFrame:
 
 def apply_update(spec: BucketedSpec, live: StoredBucket, update: BucketUpdate,
                  rows: pd.DataFrame, clock: BatchClock) -> StoredBucket:
-    keys = update.keys
-    if list(keys.index.names) != list(spec.key_columns):
-        raise BucketedSpecError(
-            f"update() must return keys indexed by {list(spec.key_columns)}, "
-            f"got index {list(keys.index.names)}")
-    missing = [c for c in spec.state_schema.names if c not in keys.columns]
-    if missing:
-        raise BucketedSpecError(f"update() returned keys without state columns {missing}")
-    if not keys.index.is_unique:
-        raise BucketedSpecError("update() returned a key table with repeated keys")
-    keys = keys[list(spec.state_schema.names)].copy()
+    keys = _checked_keys(spec, update.keys)
     keys[LAST_EVENT_MS] = _last_event_ms(spec, live.keys[LAST_EVENT_MS], rows, keys.index,
                                          clock)
     if not keys.index.is_monotonic_increasing:
         keys = keys.sort_index()
+    return _with_history(spec, replace(live, keys=keys), update)
+
+
+def _checked_keys(spec: BucketedSpec, keys: pd.DataFrame) -> pd.DataFrame:
+    """The app's key table, checked, as a copy holding only the declared state columns."""
+    if list(keys.index.names) != list(spec.key_columns):
+        raise BucketedSpecError(
+            f"the key table must be indexed by {list(spec.key_columns)}, "
+            f"got index {list(keys.index.names)}")
+    missing = [c for c in spec.state_schema.names if c not in keys.columns]
+    if missing:
+        raise BucketedSpecError(f"the key table lacks state columns {missing}")
+    if not keys.index.is_unique:
+        raise BucketedSpecError("the key table has repeated keys")
+    return keys[list(spec.state_schema.names)].copy()
+
+
+def _with_history(spec: BucketedSpec, live: StoredBucket, update: BucketUpdate
+                  ) -> StoredBucket:
+    """The update's history (or the stored one) capped to the live keys."""
     if spec.history is None and update.history is not None:
-        raise BucketedSpecError("update() returned a history but the spec declares none")
+        raise BucketedSpecError("a history was returned but the spec declares none")
     history = live.history if update.history is None else update.history
     if spec.history is not None and history is not None:
-        history = cap_history(spec, history, keys.index)
-    return replace(live, keys=keys, history=history)
+        history = cap_history(spec, history, live.keys.index)
+    return replace(live, history=history)
+
+
+def apply_decision(spec: BucketedSpec, live: StoredBucket, decision: BucketUpdate
+                   ) -> StoredBucket:
+    """``on_watermark``'s result: keys keep their ``last_event_ms`` (no event came)."""
+    keys = _checked_keys(spec, decision.keys)
+    unknown = keys.index.difference(live.keys.index)
+    if len(unknown):
+        raise BucketedSpecError(f"on_watermark() may not add keys, got {list(unknown[:3])}")
+    keys[LAST_EVENT_MS] = live.keys[LAST_EVENT_MS].reindex(keys.index).to_numpy()
+    return _with_history(spec, replace(live, keys=keys.sort_index()), decision)
 
 
 def next_expiry_ms(spec: BucketedSpec, stored: StoredBucket) -> int | None:

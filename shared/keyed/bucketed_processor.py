@@ -38,11 +38,14 @@ class BucketUpdate:
     out is deleted, with its history. ``history``: the whole new history, or None to keep
     the stored one; the layer sorts it and keeps the ``max_per_key`` newest entries per
     key. ``outputs``: output rows (the query's output columns), sorted by the layer.
+    ``wake_at_ms`` (from :meth:`BucketedProcessor.on_watermark` only): call that hook
+    again once the watermark reaches this event time, even if no row comes.
     """
 
     keys: pd.DataFrame
     outputs: pd.DataFrame | None = None
     history: pd.DataFrame | None = None
+    wake_at_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,14 @@ class BucketedProcessor:
                ) -> BucketUpdate:
         """New rows of this bucket (at least one); ``rows`` also has ``keyed_event_ms``."""
         raise NotImplementedError
+
+    def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
+        """Decide what the watermark has made final (e.g. rules that depend on the order
+        of a key's events). Called after ``update`` on every call of the bucket, with rows
+        or from its timer. In a batch at watermark W no row with event time <= W can come
+        any more (Spark drops them as late in the next batch). Return None to leave the
+        state as it is; the returned ``keys`` may drop keys but not add any."""
+        return None
 
     def on_expire(self, expired: BucketState, ctx: BucketContext) -> pd.DataFrame | None:
         """Keys idle past ``spec.idle_expiry``, with their history, just before they are

@@ -3,8 +3,9 @@
 Per bucket and batch this does a fixed handful of state calls, whatever the number of
 keys: one read of the bucket state, one of the control state, one write (or clear) of
 the bucket, a control write when control records came, and at most one timer delete and
-one register. The bucket's one event-time timer sits at its earliest key expiry, so a
-bucket that receives no rows is still cleaned once the watermark passes.
+one register. The bucket's one event-time timer sits at its earliest key expiry (or the
+app's earlier wake-up, see ``on_watermark``), so a bucket that receives no rows is still
+cleaned, and its pending decisions made, once the watermark passes.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class BucketedStatefulProcessor(StatefulProcessor):
         return control_from_state(self._control.get(), self.spec.control.schema)
 
     def _save(self, existed: bool, before: StoredBucket, batch: BucketBatch) -> None:
-        after = replace(batch.stored, expiry_timer_ms=batch.next_expiry_ms)
+        after = replace(batch.stored, expiry_timer_ms=batch.next_timer_ms)
         if before.expiry_timer_ms != after.expiry_timer_ms:
             if before.expiry_timer_ms is not None:
                 self._handle.deleteTimer(before.expiry_timer_ms)

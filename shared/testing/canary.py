@@ -75,7 +75,8 @@ class RunningTotal(StatefulProcessor):
         pass
 
 
-def build(records: DataFrame, settings: CanarySettings) -> list[Output]:
+def build(records: DataFrame, settings: CanarySettings, control: DataFrame | None = None
+          ) -> list[Output]:
     totals = (records.select("key", "seq", "amount", "event_time")
               .groupBy("key")
               .transformWithState(RunningTotal(), OUTPUT_SCHEMA, "Append", "EventTime"))

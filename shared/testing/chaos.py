@@ -6,6 +6,7 @@ batch of its own (counted in the checkpoint's commit log, a local folder here).
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -27,6 +28,15 @@ def committed_batches(settings: PlatformSettings, app: str) -> int:
     """Batches in the app's commit log (a local checkpoint)."""
     commits = Path(str(settings.checkpoint_dir)) / app / "commits"
     return sum(1 for p in commits.glob("[0-9]*")) if commits.exists() else 0
+
+
+def last_batch_watermark_ms(settings: PlatformSettings, app: str) -> int:
+    """The watermark of the app's newest batch (a local checkpoint's offset log): event
+    times at or behind it are final, so decisions that wait for them have been made."""
+    offsets = Path(str(settings.checkpoint_dir)) / app / "offsets"
+    newest = max((p for p in offsets.glob("[0-9]*")), key=lambda p: int(p.name))
+    # Line 1 is the log version, line 2 the batch metadata.
+    return int(json.loads(newest.read_text().splitlines()[1])["batchWatermarkMs"])
 
 
 def _command(app: str, *flags: str) -> list[str]:

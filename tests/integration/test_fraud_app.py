@@ -1,5 +1,6 @@
 """The fraud app end to end on the real broker and Spark: a velocity burst among normal
-traffic raises one alert per transaction that fills a window, each written once."""
+traffic raises one alert per transaction that fills a window, an impossible jump
+raises a travel alert once the watermark passes it; each alert is written once."""
 
 from __future__ import annotations
 
@@ -18,10 +19,14 @@ from shared.testing.kafka_tools import read_all, send_json
 pytestmark = pytest.mark.integration
 
 
-def transaction(txn_id: str, card: str, at_ms: int, amount: float = 25.0) -> dict:
+LISBON, SINGAPORE = (38.72, -9.14), (1.35, 103.82)
+
+
+def transaction(txn_id: str, card: str, at_ms: int, amount: float = 25.0,
+                place: tuple[float, float] = LISBON) -> dict:
     return {"txn_id": txn_id, "card_id": card, "account_id": f"acct-{card}", "amount": amount,
             "currency": "EUR", "merchant_id": "m-1", "merchant_category": "grocery",
-            "lat": 38.72, "lon": -9.14, "event_time_ms": at_ms}
+            "lat": place[0], "lon": place[1], "event_time_ms": at_ms}
 
 
 def test_a_velocity_burst_raises_its_alerts_once(spark, kafka_settings, create_topics):
@@ -32,8 +37,10 @@ def test_a_velocity_burst_raises_its_alerts_once(spark, kafka_settings, create_t
     now_ms = int(time.time() * 1000) // 1000 * 1000
     burst = [transaction(f"b{i}", "card-burst", now_ms - 300_000 + i * 20_000) for i in range(6)]
     calm = [transaction(f"c{i}", "card-calm", now_ms - 300_000 + i * 100_000) for i in range(3)]
+    jump = [transaction("j0", "card-jump", now_ms - 290_000),
+            transaction("j1", "card-jump", now_ms - 250_000, place=SINGAPORE)]
     send_json(settings.bootstrap_servers, FRAUD.inputs[0].qualified(settings.topic_prefix),
-              burst + calm, "card_id")
+              burst + calm + jump, "card_id")
 
     running = start(spark, FRAUD_APP, settings, available_now=True)
     running.query.awaitTermination(300)
@@ -41,6 +48,8 @@ def test_a_velocity_burst_raises_its_alerts_once(spark, kafka_settings, create_t
 
     alerts = [r.json() for r in read_all(
         settings.bootstrap_servers, FRAUD.outputs[0].qualified(settings.topic_prefix))]
-    assert [(a["rule"], a["card_id"], a["txn_ids"]) for a in alerts] == [
+    assert sorted((a["rule"], a["card_id"], a["txn_ids"]) for a in alerts) == [
+        ("impossible_travel", "card-jump", "j0,j1"),
         ("velocity", "card-burst", "b0,b1,b2,b3,b4"),
         ("velocity", "card-burst", "b0,b1,b2,b3,b4,b5")]
+    assert all(a["alert_id"] == f"{a['rule']}:{a['card_id']}:{a['txn_id']}" for a in alerts)

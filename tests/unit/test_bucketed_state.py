@@ -140,7 +140,7 @@ def test_a_key_idle_when_its_batch_starts_is_forgotten_before_its_rows_apply() -
     assert rows_of(batch.outputs) == [("a", "expired", T0, 1, 5.0, None, False),
                                       ("a", "scored", T0 + IDLE_MS + 1, 1, 7.0, 7.0, False)]
     assert list(batch.stored.keys.index) == ["a", "b"] and batch.stored.expired_keys_total == 1
-    assert batch.next_expiry_ms == T0 + 1 + IDLE_MS  # b's
+    assert batch.next_timer_ms == T0 + 1 + IDLE_MS  # b's
 
 
 def test_history_keeps_the_newest_entries_per_key() -> None:

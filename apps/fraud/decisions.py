@@ -1,0 +1,115 @@
+"""The order-sensitive rules, judged once the watermark has passed a transaction.
+
+Impossible travel (consecutive transactions), card testing (the probes right before a
+cash-out) and spend velocity (against the card's mean so far) depend on which of the
+card's transactions came before which, so a transaction is judged only when no earlier
+one can still arrive: its event time is at or behind the watermark (docs/fraud-rules.md).
+All ready transactions of a bucket are judged at once, in numpy, in event-time order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from apps.fraud.alerts import SPEND, TESTING, TRAVEL, alert_frame
+from apps.fraud.geo import haversine_km
+from apps.fraud.thresholds import Thresholds
+from apps.fraud.timeline import Timeline, exclusive_cumsum, first_in_group
+
+
+@dataclass(frozen=True)
+class Judged:
+    alerts: list[pd.DataFrame]
+    keys: pd.DataFrame  # the card table with baselines moved past the judged rows
+
+
+def judge(timeline: Timeline, ready: np.ndarray, keys: pd.DataFrame, rule: Thresholds,
+          detected_at_ms: int) -> Judged:
+    """Alerts for the ``ready`` rows (ascending indices into ``timeline``)."""
+    spend, keys = _spend(timeline, ready, keys, rule, detected_at_ms)
+    alerts = [_travel(timeline, ready, rule, detected_at_ms),
+              _testing(timeline, ready, rule, detected_at_ms), spend]
+    return Judged([a for a in alerts if a is not None and len(a)], keys)
+
+
+def _travel(tl: Timeline, ready: np.ndarray, rule: Thresholds, now: int):
+    at = ready[tl.same_card_back(ready, 1)]
+    prev = at - 1
+    lat, lon = tl.rows["lat"].to_numpy(), tl.rows["lon"].to_numpy()
+    km = haversine_km(lat[prev], lon[prev], lat[at], lon[at])
+    gap_ms = tl.event_ms[at] - tl.event_ms[prev]
+    with np.errstate(invalid="ignore"):  # NaN coordinates never alert
+        hit = ((gap_ms < rule.travel_max_gap_ms) & (km >= rule.travel_min_km)
+               & (km * 3_600_000 > rule.travel_max_kmh * gap_ms))
+    at, prev, km, gap_ms = at[hit], prev[hit], km[hit], gap_ms[hit]
+    ids = tl.rows["txn_id"].to_numpy()
+    return alert_frame(
+        TRAVEL, tl.rows["card_id"].to_numpy()[at], ids[at],
+        [f"{p},{t}" for p, t in zip(ids[prev], ids[at], strict=True)],
+        tl.event_ms[prev], tl.event_ms[at], now,
+        [f"{k:.0f} km in {g / 1000:.0f} s" for k, g in zip(km, gap_ms, strict=True)])
+
+
+def _testing(tl: Timeline, ready: np.ndarray, rule: Thresholds, now: int):
+    probes = rule.testing_probes
+    usd = tl.rows["amount_usd"].to_numpy(dtype=np.float64)
+    hit = usd[ready] >= rule.testing_large_usd
+    for k in range(1, probes + 1):
+        hit &= tl.same_card_back(ready, k)
+        hit[hit] &= usd[ready[hit] - k] < rule.testing_small_usd
+    at = ready[hit]
+    first = at - probes
+    hit = tl.event_ms[at] - tl.event_ms[first] <= rule.testing_window_ms
+    at, first = at[hit], first[hit]
+    return alert_frame(
+        TESTING, tl.rows["card_id"].to_numpy()[at], tl.rows["txn_id"].to_numpy()[at],
+        [tl.ids(f, t + 1) for f, t in zip(first, at, strict=True)],
+        tl.event_ms[first], tl.event_ms[at], now,
+        [f"{probes} transactions under {rule.testing_small_usd} USD, then "
+         f"{u:.2f} USD" for u in usd[at]])
+
+
+def _spend(tl: Timeline, ready: np.ndarray, keys: pd.DataFrame, rule: Thresholds, now: int):
+    cards = tl.rows["card_id"].to_numpy()[ready]
+    groups = tl.card[ready]
+    cents = tl.rows["cents"].to_numpy(dtype=np.int64)
+    base = keys.reindex(cards)
+    before_cents = base["spend_base_cents"].to_numpy(np.int64) + exclusive_cumsum(
+        cents[ready], groups)
+    before_n = base["spend_base_n"].to_numpy(np.int64) + exclusive_cumsum(
+        np.ones(len(ready), np.int64), groups)
+    starts, ends = tl.window(ready, rule.spend_window_ms)
+    window_cents = tl.window_sum(cents, starts, ends)
+    hot = ((before_n >= rule.spend_min_history) & (before_cents > 0)
+           & (window_cents * before_n >= rule.spend_factor * before_cents))
+    first = first_in_group(groups)
+    was_hot = np.where(first, base["spend_hot"].to_numpy(dtype=bool), np.roll(hot, 1))
+    alert = hot & ~was_hot
+    keys = _moved_baselines(keys, cards, groups, before_cents + cents[ready], before_n + 1,
+                            hot)
+    at = ready[alert]
+    mean = before_cents[alert] / before_n[alert] / 100
+    minutes = rule.spend_window_ms // 60_000
+    alerts = alert_frame(
+        SPEND, cards[alert], tl.rows["txn_id"].to_numpy()[at],
+        [tl.ids(s, e) for s, e in zip(starts[alert], ends[alert], strict=True)],
+        tl.event_ms[starts[alert]], tl.event_ms[at], now,
+        [f"{w / 100:.2f} within {minutes} min, {w / 100 / m:.1f}x the card's mean of {m:.2f}"
+         for w, m in zip(window_cents[alert], mean, strict=True)])
+    return alerts, keys
+
+
+def _moved_baselines(keys: pd.DataFrame, cards: np.ndarray, groups: np.ndarray,
+                     cents_through: np.ndarray, n_through: np.ndarray, hot: np.ndarray
+                     ) -> pd.DataFrame:
+    """Each judged card's baseline and hot flag as of its last judged transaction."""
+    last = np.append(groups[1:] != groups[:-1], True)
+    keys = keys.copy()
+    index = pd.Index(cards[last], name=keys.index.name)
+    keys.loc[index, "spend_base_cents"] = cents_through[last]
+    keys.loc[index, "spend_base_n"] = n_through[last]
+    keys.loc[index, "spend_hot"] = hot[last]
+    return keys

@@ -1,0 +1,78 @@
+"""The fraud app's keyed logic: one vectorised call per state bucket and micro-batch.
+
+``update`` (rows arrived): drop duplicate deliveries, add the new transactions to their
+cards' histories and raise velocity alerts at once (a monotone rule). ``on_watermark``
+(every call, rows or timer): judge the transactions the watermark has made final with
+the order-sensitive rules, then trim each card's history to what a rule can still use.
+Thresholds are read per call from the bucket's control records (apps/fraud/thresholds.py).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+
+from apps.fraud.card_state import DECIDED_TAIL, card_spec, new_entries, with_new_cards
+from apps.fraud.decisions import judge
+from apps.fraud.thresholds import Thresholds
+from apps.fraud.timeline import Timeline
+from apps.fraud.velocity import velocity_alerts
+from shared.keyed.bucketed import BucketContext, BucketedProcessor, BucketState, BucketUpdate
+
+
+class FraudProcessor(BucketedProcessor):
+    def __init__(self, thresholds: Thresholds, idle_expiry: timedelta,
+                 allowed_lateness_ms: int) -> None:
+        self.thresholds, self.lateness_ms = thresholds, allowed_lateness_ms
+        self.spec = card_spec(idle_expiry)
+
+    def update(self, state: BucketState, rows: pd.DataFrame, ctx: BucketContext
+               ) -> BucketUpdate:
+        rule = self.thresholds.overridden(ctx)
+        history = state.history
+        fresh = new_entries(rows, history)
+        keys = with_new_cards(state.keys, fresh["card_id"])
+        if not len(fresh):
+            return BucketUpdate(keys=keys)
+        timeline = Timeline.of(pd.concat([history, fresh], ignore_index=True),
+                               rule.horizon_ms(self.lateness_ms))
+        alerts, flagged = velocity_alerts(timeline, pd.Index(fresh["card_id"].unique()), rule,
+                                          ctx.processing_time_ms)
+        entries = timeline.rows
+        if len(flagged):
+            entries.loc[flagged, "velocity_alerted"] = True
+        return BucketUpdate(keys=keys, outputs=alerts, history=entries)
+
+    def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
+        history = state.history
+        if history is None or not len(history) or ctx.watermark_ms < 0:
+            return None
+        rule = self.thresholds.overridden(ctx)
+        horizon_ms = rule.horizon_ms(self.lateness_ms)
+        timeline = Timeline.of(history, horizon_ms)
+        entries = timeline.rows
+        ready = np.flatnonzero(~entries["decided"].to_numpy(dtype=bool)
+                               & (timeline.event_ms <= ctx.watermark_ms))
+        keys, alerts = state.keys, None
+        if len(ready):
+            judged = judge(timeline, ready, keys, rule, ctx.processing_time_ms)
+            keys = judged.keys
+            alerts = pd.concat(judged.alerts, ignore_index=True) if judged.alerts else None
+            entries.loc[ready, "decided"] = True
+        entries = _trimmed(entries, ctx.watermark_ms - horizon_ms,
+                           max(DECIDED_TAIL, rule.testing_probes + 1))
+        pending = entries["event_ms"][~entries["decided"].to_numpy(dtype=bool)]
+        return BucketUpdate(keys=keys, outputs=alerts, history=entries,
+                            wake_at_ms=int(pending.min()) if len(pending) else None)
+
+
+def _trimmed(entries: pd.DataFrame, cutoff_ms: int, tail: int) -> pd.DataFrame:
+    """Undecided entries, those after ``cutoff_ms``, and each card's last ``tail``
+    decided ones (sorted by card and event time, decided ones come first per card)."""
+    decided = entries["decided"].to_numpy(dtype=bool)
+    from_last = (entries[decided].groupby("card_id", sort=False).cumcount(ascending=False)
+                 .reindex(entries.index, fill_value=0).to_numpy())
+    keep = ~decided | (entries["event_ms"].to_numpy() > cutoff_ms) | (from_last < tail)
+    return entries if keep.all() else entries[keep].reset_index(drop=True)

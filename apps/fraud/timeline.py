@@ -1,0 +1,75 @@
+"""A bucket's transactions as one sorted array, and per-card windows over it, in numpy.
+
+Rows are sorted by (card, event time, txn id). Each row gets one int64 ``position`` =
+card rank * span + event time offset, increasing along the array, so "the card's rows
+with event time in (t - w, t]" is one ``searchsorted`` pair for every row at once: no
+Python loop per card, which is what keeps the fraud rules near native speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from shared.keyed.bucketed_order import sorted_by
+
+ORDER = ("card_id", "event_ms", "txn_id")
+
+
+@dataclass(frozen=True)
+class Timeline:
+    rows: pd.DataFrame  # sorted by ORDER, index 0..n-1
+    card: np.ndarray  # each row's card rank (int64), non-decreasing
+    event_ms: np.ndarray
+    position: np.ndarray
+    span: int
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame, widest_window_ms: int) -> Timeline:
+        rows = sorted_by(rows, ORDER)
+        card = pd.factorize(rows["card_id"].to_numpy(), sort=False)[0].astype(np.int64)
+        event_ms = rows["event_ms"].to_numpy(dtype=np.int64)
+        origin = int(event_ms.min()) if len(rows) else 0
+        span = (int(event_ms.max()) - origin if len(rows) else 0) + widest_window_ms + 1
+        return cls(rows, card, event_ms, card * span + (event_ms - origin), span)
+
+    def window(self, at: np.ndarray, width_ms: int) -> tuple[np.ndarray, np.ndarray]:
+        """For rows ``at`` (indices): [start, end) of their card's rows with event time in
+        (t - width, t], ties at t included."""
+        ends = np.searchsorted(self.position, self.position[at], side="right")
+        starts = np.searchsorted(self.position, self.position[at] - width_ms, side="right")
+        return starts, ends
+
+    def same_card_back(self, at: np.ndarray, k: int) -> np.ndarray:
+        """Whether the row ``k`` places before each of ``at`` is of the same card."""
+        back = at - k
+        ok = back >= 0
+        ok[ok] = self.card[back[ok]] == self.card[at[ok]]
+        return ok
+
+    def window_sum(self, values: np.ndarray, starts: np.ndarray, ends: np.ndarray
+                   ) -> np.ndarray:
+        """Exact sums of int64 ``values`` (one per row) over [start, end) ranges."""
+        prefix = np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
+        return prefix[ends] - prefix[starts]
+
+    def ids(self, start: int, end: int) -> str:
+        return ",".join(self.rows["txn_id"].iloc[start:end])
+
+
+def first_in_group(groups: np.ndarray) -> np.ndarray:
+    """Whether each element starts a run of equal ``groups`` values."""
+    first = np.ones(len(groups), dtype=bool)
+    first[1:] = groups[1:] != groups[:-1]
+    return first
+
+
+def exclusive_cumsum(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per run of equal ``groups``, the sum of the values before each element."""
+    total = np.cumsum(values)
+    before = total - values
+    starts = np.flatnonzero(first_in_group(groups))
+    offset = np.repeat(before[starts], np.diff(np.append(starts, len(values))))
+    return before - offset
