@@ -1,0 +1,65 @@
+"""The iot app's settings: rolling intervals, alert timing, state bounds (flags or IOT_*)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.settings import PlatformSettings, setting
+
+
+@dataclass(frozen=True)
+class IotSettings(PlatformSettings):
+    """Per-device rolling averages, threshold alerts and offline detection on sensor readings."""
+
+    rolling_intervals: str = setting(
+        "60,300,900", "IOT_ROLLING_INTERVALS",
+        "rolling-average intervals in seconds, comma-separated; the shortest drives alerts")
+    emit_cadence_s: int = setting(
+        10, "IOT_EMIT_CADENCE_S",
+        "rolling averages are emitted at event-time ticks that are multiples of this")
+    allowed_lateness: str = setting(
+        "30 seconds", "IOT_ALLOWED_LATENESS",
+        "how far behind the newest event time a reading may arrive; later ones go to the "
+        "late topic")
+    hot_duration_s: int = setting(
+        60, "IOT_HOT_DURATION_S",
+        "alert when the shortest interval's average stays above the raise level this long")
+    offline_gap_s: int = setting(
+        120, "IOT_OFFLINE_GAP_S",
+        "a device with no reading for this many seconds of event time is offline")
+    device_idle_expiry_h: float = setting(
+        24.0, "IOT_DEVICE_IDLE_EXPIRY_H",
+        "a device with no reading for this many hours of event time is forgotten")
+
+    def __post_init__(self) -> None:
+        intervals = self.intervals_s  # parses, or raises ValueError
+        if self.emit_cadence_s <= 0 or self.hot_duration_s < 0 or self.offline_gap_s <= 0:
+            raise ValueError("emit cadence and offline gap must be > 0, hot duration >= 0")
+        # Windows and timers never outlive the device's state (docs/iot-rules.md).
+        if self.device_idle_expiry_h * 3600 <= max(*intervals, self.offline_gap_s):
+            raise ValueError("device idle expiry must exceed every interval and the offline gap")
+
+    @property
+    def intervals_s(self) -> tuple[int, ...]:
+        """The rolling intervals, shortest first."""
+        intervals = tuple(sorted(int(part) for part in self.rolling_intervals.split(",")))
+        if not intervals or intervals[0] <= 0 or len(set(intervals)) != len(intervals):
+            raise ValueError(f"rolling intervals must be distinct and > 0: "
+                             f"{self.rolling_intervals!r}")
+        return intervals
+
+    @property
+    def cadence_ms(self) -> int:
+        return self.emit_cadence_s * 1000
+
+    @property
+    def hot_duration_ms(self) -> int:
+        return self.hot_duration_s * 1000
+
+    @property
+    def offline_gap_ms(self) -> int:
+        return self.offline_gap_s * 1000
+
+    @property
+    def idle_expiry_ms(self) -> int:
+        return int(self.device_idle_expiry_h * 3_600_000)
