@@ -94,8 +94,88 @@ def _fraud_plugin() -> GeneratorPlugin:
     return GeneratorPlugin(FRAUD, FRAUD.inputs[0], add, build)
 
 
+def _iot_plugin() -> GeneratorPlugin:
+    from apps.iot.generator import EpisodeRates, FaultRates, GeneratorConfig, IotGenerator
+    from apps.iot.settings import IotSettings
+    from shared.registry import IOT
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("iot generator")
+        group.add_argument("--devices", type=int, default=10_000, help="devices in the fleet")
+        group.add_argument("--episodes-per-device-day", type=float, default=0.5,
+                           help="hot, stuck and offline episodes of each kind, per device "
+                                "and day of event time")
+        group.add_argument("--disorder-ms", type=int, default=5_000,
+                           help="records arrive up to this long after their event time")
+        group.add_argument("--max-skew-ms", type=int, default=10_000,
+                           help="a skewed device's clock is off by up to this much")
+        group.add_argument("--late-fraction", type=float, default=0.002)
+        group.add_argument("--duplicate-fraction", type=float, default=0.005)
+        group.add_argument("--bad-fraction", type=float, default=0.002)
+
+    def build(args: argparse.Namespace, options: RunOptions) -> GeneratorRun:
+        rate = args.episodes_per_device_day
+        config = GeneratorConfig(
+            seed=options.seed, start_time_ms=options.start_time_ms,
+            events_per_s=options.events_per_s, devices=args.devices,
+            episodes=EpisodeRates(hot_per_device_day=rate, stuck_per_device_day=rate,
+                                  offline_per_device_day=rate),
+            faults=FaultRates(disorder_ms=args.disorder_ms, max_skew_ms=args.max_skew_ms,
+                              late_fraction=args.late_fraction,
+                              duplicate_fraction=args.duplicate_fraction,
+                              bad_fraction=args.bad_fraction))
+        generator = IotGenerator(config)
+        shortest = min(IotSettings().intervals_s)
+        if generator.max_report_gap_s > shortest:
+            print(f"warning: devices report as rarely as every {generator.max_report_gap_s:.0f} "
+                  f"s: {shortest} s rolling windows will be empty at times and the offline "
+                  "alert may fire on healthy devices; lower --devices or raise --event-rate",
+                  file=sys.stderr)
+        return GeneratorRun(generator.chunks(), config.to_dict())
+
+    return GeneratorPlugin(IOT, IOT.inputs[0], add, build)
+
+
+def _trading_plugin() -> GeneratorPlugin:
+    from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
+    from apps.trading.replay import replay_chunks
+    from shared.registry import TRADING
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("trading generator")
+        group.add_argument("--instruments", type=int, default=5_000,
+                           help="instruments in the reference list")
+        group.add_argument("--reference-seed", type=int, default=0,
+                           help="seed of the instrument reference list (the app's too)")
+        group.add_argument("--disorder-ms", type=float, default=5.0,
+                           help="records arrive up to this long after their event time")
+        group.add_argument("--cancel-fraction", type=float, default=0.002)
+        group.add_argument("--duplicate-fraction", type=float, default=0.002)
+        group.add_argument("--late-fraction", type=float, default=0.0005)
+        group.add_argument("--fat-finger-fraction", type=float, default=0.0005)
+        group.add_argument("--bad-fraction", type=float, default=0.001)
+        group.add_argument("--replay", type=Path, default=None, metavar="FILE",
+                           help="send a recorded .parquet or .csv file of trades instead")
+
+    def build(args: argparse.Namespace, options: RunOptions) -> GeneratorRun:
+        if args.replay is not None:
+            return GeneratorRun(replay_chunks(args.replay), {"replay": str(args.replay)})
+        config = TradingConfig(
+            seed=options.seed, start_time_ms=options.start_time_ms,
+            events_per_s=options.events_per_s, instruments=args.instruments,
+            reference_seed=args.reference_seed,
+            faults=MarketFaults(
+                disorder_ms=args.disorder_ms, cancel_fraction=args.cancel_fraction,
+                duplicate_fraction=args.duplicate_fraction, late_fraction=args.late_fraction,
+                fat_finger_fraction=args.fat_finger_fraction, bad_fraction=args.bad_fraction))
+        return GeneratorRun(TradingGenerator(config).chunks(), config.to_dict())
+
+    return GeneratorPlugin(TRADING, TRADING.inputs[0], add, build)
+
+
 # Imported only when chosen: a generator pulls in numpy and its app's modules.
-GENERATORS: dict[str, Callable[[], GeneratorPlugin]] = {"fraud": _fraud_plugin}
+GENERATORS: dict[str, Callable[[], GeneratorPlugin]] = {
+    "fraud": _fraud_plugin, "iot": _iot_plugin, "trading": _trading_plugin}
 
 
 def _parser(app: str, plugin: GeneratorPlugin) -> argparse.ArgumentParser:

@@ -94,7 +94,109 @@ FRAUD = AppTopics(
     late=late_topic("fraud"),
 )
 
-APPS: dict[str, AppTopics] = {topics.app: topics for topics in (FRAUD,)}
+SENSOR_READING = RecordSchema(
+    name="sensor_reading",
+    # seq: the device's own sequence number; (device_id, seq) identifies a reading.
+    struct=_fields(
+        ("device_id", StringType()), ("device_type", StringType()), ("site", StringType()),
+        ("metric", StringType()), ("value", DoubleType()), ("seq", LongType()),
+        ("event_time_ms", LongType()),
+    ),
+    required=("device_id", "metric", "value", "seq", "event_time_ms"),
+    key_field="device_id",
+    event_time_field="event_time_ms",
+)
+
+# One row per (device, metric, interval, tick): readings in (tick - interval, tick].
+IOT_AGGREGATE = RecordSchema(
+    name="iot_aggregate",
+    struct=_fields(
+        ("device_id", StringType()), ("metric", StringType()), ("interval_s", LongType()),
+        ("tick_ms", LongType()), ("count", LongType()), ("avg", DoubleType()),
+        ("min", DoubleType()), ("max", DoubleType()),
+    ),
+    key_field="device_id",
+)
+
+# kind: raised, cleared (metric set), offline, online (metric empty); docs/iot-rules.md.
+IOT_ALERT = RecordSchema(
+    name="iot_alert",
+    struct=_fields(
+        ("alert_id", StringType()), ("kind", StringType()), ("device_id", StringType()),
+        ("metric", StringType()), ("at_ms", LongType()), ("value", DoubleType()),
+        ("detected_at_ms", LongType()), ("detail", StringType()),
+    ),
+    key_field="device_id",
+)
+
+IOT = AppTopics(
+    app="iot",
+    inputs=(TopicSpec("iot.readings", "iot", "sensor readings, keyed by device id",
+                      partitions=8, schema=SENSOR_READING),),
+    outputs=(TopicSpec("iot.aggregates", "iot",
+                       "rolling averages per device, metric, interval and tick",
+                       partitions=8, cleanup_policy="compact", schema=IOT_AGGREGATE),
+             TopicSpec("iot.alerts", "iot", "threshold and offline alerts, keyed by device id",
+                       partitions=8, schema=IOT_ALERT)),
+    control=TopicSpec("iot.control", "iot", "alert thresholds, changed at run time",
+                      partitions=1, cleanup_policy="compact"),
+    dead_letter=dead_letter_topic("iot"),
+    late=late_topic("iot"),
+)
+
+TRADE = RecordSchema(
+    name="trade",
+    # kind: "trade" or "cancel" (a cancel names an earlier trade_id and has no price,
+    # size or side). price: an exact decimal string, never a float (apps/trading/reference).
+    struct=_fields(
+        ("kind", StringType()), ("trade_id", StringType()), ("instrument", StringType()),
+        ("venue", StringType()), ("seq", LongType()), ("price", StringType()),
+        ("size", LongType()), ("side", StringType()), ("event_time_ms", LongType()),
+        ("event_time_us", LongType()),
+    ),
+    required=("kind", "trade_id", "instrument", "event_time_ms"),
+    key_field="instrument",
+    event_time_field="event_time_ms",
+)
+
+# Figures as of a step's end (docs/trading-rules.md); decimals as exact strings.
+TRADING_FIGURES = RecordSchema(
+    name="trading_figures",
+    struct=_fields(
+        ("instrument", StringType()), ("end_ms", LongType()), ("session_start_ms", LongType()),
+        ("session_vwap", StringType()), ("session_volume", LongType()),
+        ("rolling_vwap", StringType()),  # JSON object: interval seconds -> VWAP string
+        ("sma", StringType()), ("ema", StringType()), ("last_price", StringType()),
+    ),
+    key_field="instrument",
+)
+
+TRADING_BAR = RecordSchema(
+    name="trading_bar",
+    struct=_fields(
+        ("instrument", StringType()), ("interval_ms", LongType()), ("end_ms", LongType()),
+        ("open", StringType()), ("high", StringType()), ("low", StringType()),
+        ("close", StringType()), ("volume", LongType()), ("notional_units", StringType()),
+        ("trades", LongType()), ("vwap", StringType()),
+    ),
+    key_field="instrument",
+)
+
+TRADING = AppTopics(
+    app="trading",
+    inputs=(TopicSpec("trading.trades", "trading", "trades and cancels, keyed by instrument",
+                      partitions=8, schema=TRADE),),
+    outputs=(TopicSpec("trading.figures", "trading",
+                       "latest VWAPs and moving averages per instrument",
+                       partitions=8, cleanup_policy="compact", schema=TRADING_FIGURES),
+             TopicSpec("trading.bars", "trading", "OHLCV bars, keyed by instrument",
+                       partitions=8, schema=TRADING_BAR)),
+    control=None,
+    dead_letter=dead_letter_topic("trading"),
+    late=late_topic("trading"),
+)
+
+APPS: dict[str, AppTopics] = {topics.app: topics for topics in (FRAUD, IOT, TRADING)}
 
 
 def all_topics() -> list[TopicSpec]:

@@ -1,0 +1,112 @@
+"""The trading app's settings: figure intervals, averages, lateness, the fat-finger
+band and the trading session (flags or TRADING_* variables). docs/trading-rules.md
+defines every figure these shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from shared.settings import PlatformSettings, setting
+
+
+def seconds_list(text: str) -> tuple[int, ...]:
+    """ "60,300" -> (60, 300): whole seconds, ascending, each at least 1."""
+    values = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    if not values or values[0] < 1:
+        raise ValueError(f"expected whole seconds >= 1 separated by commas, got {text!r}")
+    return values
+
+
+def minutes_of_day(text: str) -> int:
+    """ "13:30" -> 810 (UTC)."""
+    hours, minutes = (int(part) for part in text.split(":"))
+    if not (0 <= hours <= 24 and 0 <= minutes < 60 and hours * 60 + minutes <= 1440):
+        raise ValueError(f"expected HH:MM within a day, got {text!r}")
+    return hours * 60 + minutes
+
+
+@dataclass(frozen=True)
+class TradingSettings(PlatformSettings):
+    """Per-instrument VWAP, moving averages and bars over a trade feed."""
+
+    rolling_vwap_s: str = setting(
+        "60,300", "TRADING_ROLLING_VWAP_S",
+        "rolling VWAP intervals in seconds, comma-separated; each figure covers "
+        "[end - interval, end)")
+    bar_s: str = setting(
+        "1,60", "TRADING_BAR_S",
+        "OHLCV bar intervals in seconds, comma-separated; the smallest is also the step "
+        "at which figures are emitted")
+    sma_s: int = setting(
+        60, "TRADING_SMA_S",
+        "simple moving average of trade prices over this many seconds of event time "
+        "(time-based, so its state is bounded like the rolling VWAP's)")
+    ema_alpha: str = setting(
+        "0.2", "TRADING_EMA_ALPHA",
+        "weight (exact decimal in (0, 1]) of each step's VWAP in the exponential moving "
+        "average; a half-life of h steps is alpha = 1 - 0.5 ** (1 / h)")
+    allowed_lateness: str = setting(
+        "2 seconds", "TRADING_ALLOWED_LATENESS",
+        "how far behind the newest event time a trade or cancel may arrive; later ones go "
+        "to the late topic")
+    fat_finger_band: str = setting(
+        "0.10", "TRADING_FAT_FINGER_BAND",
+        "quarantine a trade whose price is farther than this fraction from its "
+        "instrument's reference VWAP (exact decimal)")
+    fat_finger_reference_s: int = setting(
+        60, "TRADING_FAT_FINGER_REFERENCE_S",
+        "the reference VWAP is that of the latest earlier bar of this many seconds")
+    cancel_horizon_s: int = setting(
+        300, "TRADING_CANCEL_HORIZON_S",
+        "a cancel counts only within this many seconds after its trade (bounds state)")
+    session_open_utc: str = setting(
+        "13:30", "TRADING_SESSION_OPEN_UTC", "session open each day, HH:MM UTC")
+    session_close_utc: str = setting(
+        "20:00", "TRADING_SESSION_CLOSE_UTC",
+        "session close each day, HH:MM UTC (after the open: no overnight sessions)")
+    instruments: int = setting(
+        5_000, "TRADING_INSTRUMENTS", "instruments in the generated reference list")
+    reference_seed: int = setting(
+        0, "TRADING_REFERENCE_SEED", "seed of the generated instrument reference list")
+
+
+@dataclass(frozen=True)
+class TradingRules:
+    """The settings the figures depend on, parsed to exact units (ms, Decimal)."""
+
+    rolling_vwap_ms: tuple[int, ...] = (60_000, 300_000)
+    bar_ms: tuple[int, ...] = (1_000, 60_000)
+    sma_ms: int = 60_000
+    ema_alpha: Decimal = Decimal("0.2")
+    fat_finger_band: Decimal = Decimal("0.10")
+    fat_finger_reference_ms: int = 60_000
+    cancel_horizon_ms: int = 300_000
+    session_open_min: int = 13 * 60 + 30
+    session_close_min: int = 20 * 60
+
+    def __post_init__(self) -> None:
+        step = self.step_ms
+        if any(r < step or r % step for r in (*self.rolling_vwap_ms, self.sma_ms)):
+            raise ValueError("rolling and SMA intervals must be multiples of the step")
+        if any(b % step for b in self.bar_ms) or not 0 < self.ema_alpha <= 1:
+            raise ValueError("bars must be multiples of the step; 0 < ema_alpha <= 1")
+        if not 0 <= self.session_open_min < self.session_close_min <= 1440:
+            raise ValueError("the session must open before it closes, within a UTC day")
+
+    @property
+    def step_ms(self) -> int:
+        """Figures are emitted at multiples of the smallest bar interval."""
+        return min(self.bar_ms)
+
+    @classmethod
+    def from_settings(cls, settings: TradingSettings) -> TradingRules:
+        return cls(
+            rolling_vwap_ms=tuple(s * 1000 for s in seconds_list(settings.rolling_vwap_s)),
+            bar_ms=tuple(s * 1000 for s in seconds_list(settings.bar_s)),
+            sma_ms=settings.sma_s * 1000, ema_alpha=Decimal(settings.ema_alpha),
+            fat_finger_band=Decimal(settings.fat_finger_band),
+            fat_finger_reference_ms=settings.fat_finger_reference_s * 1000,
+            cancel_horizon_ms=settings.cancel_horizon_s * 1000,
+            session_open_min=minutes_of_day(settings.session_open_utc),
+            session_close_min=minutes_of_day(settings.session_close_utc))
