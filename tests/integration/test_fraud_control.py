@@ -1,0 +1,59 @@
+"""A threshold sent on the control topic reaches every task in the batch it arrives in,
+without a restart, and survives a restart on the same checkpoint; a control record that
+does not decode goes to dead letters, not silently away."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from apps.fraud.app import FRAUD_APP
+from apps.fraud.settings import FraudSettings
+from shared.registry import FRAUD
+from shared.runner import start
+from shared.settings import PlatformSettings
+from shared.testing.kafka_tools import read_all, send_json, send_values
+
+pytestmark = pytest.mark.integration
+
+
+def three_quick(card: str, start_ms: int) -> list[dict]:
+    """Three transactions in a minute: a velocity alert only once the count is 3."""
+    return [{"txn_id": f"{card}-{i}", "card_id": card, "amount": 25.0, "currency": "EUR",
+             "lat": 38.72, "lon": -9.14, "event_time_ms": start_ms + i * 20_000}
+            for i in range(3)]
+
+
+def run_once(spark, settings: FraudSettings) -> None:
+    running = start(spark, FRAUD_APP, settings, available_now=True)
+    running.query.awaitTermination(300)
+    running.stop()
+
+
+def test_a_threshold_change_applies_at_once_and_survives_a_restart(
+        spark, kafka_settings, create_topics):
+    create_topics(FRAUD.all())
+    fields = {f.name: getattr(kafka_settings, f.name) for f in dataclasses.fields(PlatformSettings)}
+    settings = FraudSettings(**fields)
+    topic = FRAUD.inputs[0].qualified(settings.topic_prefix)
+    control = FRAUD.control.qualified(settings.topic_prefix)
+    bootstrap = settings.bootstrap_servers
+    now_ms = int(time.time() * 1000) // 1000 * 1000
+
+    send_json(bootstrap, topic, three_quick("card-before", now_ms - 600_000), "card_id")
+    run_once(spark, settings)  # default threshold: 5 transactions
+    send_json(bootstrap, control, [{"param": "velocity_count", "value": 3, "version": 1}],
+              "param")
+    send_values(bootstrap, control, [(b"velocity_count", b"{not json")])
+    send_json(bootstrap, topic, three_quick("card-during", now_ms - 500_000), "card_id")
+    run_once(spark, settings)  # the change and the rows in one run
+    send_json(bootstrap, topic, three_quick("card-after", now_ms - 400_000), "card_id")
+    run_once(spark, settings)  # a restart: the control topic is not read again
+
+    alerts = read_all(bootstrap, FRAUD.outputs[0].qualified(settings.topic_prefix))
+    assert sorted((a.json()["card_id"], a.json()["txn_id"]) for a in alerts) == [
+        ("card-after", "card-after-2"), ("card-during", "card-during-2")]
+    dead = read_all(bootstrap, FRAUD.dead_letter.qualified(settings.topic_prefix))
+    assert [(d.value, d.headers["statewise.stage"]) for d in dead] == [(b"{not json", "control")]
