@@ -31,8 +31,11 @@ COLUMNS = tuple(ALERT_SCHEMA.fieldNames())
 
 def alert_frame(rule: str, card_ids: Sequence[str], txn_ids: Sequence[str],
                 burst_ids: Sequence[str], first_ms: Sequence[int], last_ms: Sequence[int],
-                detected_at_ms: int, details: Sequence[str]) -> pd.DataFrame:
+                detected_at_ms: int, details: Sequence[str]) -> pd.DataFrame | None:
+    """The alerts as rows of the output schema, or None when there are none."""
     cards, txns = list(card_ids), list(txn_ids)
+    if not cards:
+        return None
     return pd.DataFrame({
         "alert_id": [f"{rule}:{c}:{t}" for c, t in zip(cards, txns, strict=True)],
         "rule": rule, "card_id": cards, "txn_id": txns, "txn_ids": list(burst_ids),

@@ -42,6 +42,10 @@ class ScenarioRates:
     card_testing: float = 2.0
     # A velocity burst's transactions fall within this span (under the 3-minute rule).
     velocity_burst_span_ms: float = 150_000.0
+    # Scales the gaps inside spend-spike, travel and card-testing scenarios (minutes by
+    # nature): a demo or a short test uses 0.1 to see them within a minute or two. Below
+    # 1 a scenario may also look like a velocity burst to the rules.
+    gap_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,8 @@ class FraudGenerator:
         self.encoder = Encoder(ids, config.start_time_ms)
         self.planner = ScenarioPlanner(self.spending, config.cards, self._next_seqs,
                                        ids.txn_ids, ids.card_id,
-                                       config.scenarios.velocity_burst_span_ms)
+                                       config.scenarios.velocity_burst_span_ms,
+                                       config.scenarios.gap_scale)
         self._now_ms = 0.0  # event time reached, ms since start_time_ms
         self._next_seq = self._next_label = 0
         self._pending = Rows.empty()  # planned scenario rows not yet due

@@ -53,9 +53,10 @@ class ScenarioPlanner:
     def __init__(self, spending: Spending, card_count: int,
                  next_seqs: Callable[[int], np.ndarray],
                  txn_ids: Callable[[np.ndarray], list[str]],
-                 card_id: Callable[[int], str], burst_span_ms: float = 150_000.0) -> None:
+                 card_id: Callable[[int], str], burst_span_ms: float = 150_000.0,
+                 gap_scale: float = 1.0) -> None:
         self.spending, self.rng = spending, spending.rng
-        self.burst_span_ms = burst_span_ms
+        self.burst_span_ms, self.gap_scale = burst_span_ms, gap_scale
         self.card_count = card_count
         self._next_seqs, self._txn_ids, self._card_id = next_seqs, txn_ids, card_id
         self._planners = {VELOCITY_BURST: self._velocity_burst, SPEND_SPIKE: self._spend_spike,
@@ -79,7 +80,7 @@ class ScenarioPlanner:
 
     def _gaps(self, start_t: float, n: int, gap_ms: tuple[float, float]) -> np.ndarray:
         """``n`` times from ``start_t`` with uniform gaps in ``gap_ms`` between them."""
-        gaps = self.rng.uniform(*gap_ms, n - 1)
+        gaps = self.rng.uniform(*gap_ms, n - 1) * self.gap_scale
         return start_t + np.concatenate([[0.0], np.cumsum(gaps)])
 
     def _velocity_burst(self, card: int, start_t: float, label_no: int):

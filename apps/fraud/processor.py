@@ -51,6 +51,14 @@ class FraudProcessor(BucketedProcessor):
             return None
         rule = self.thresholds.overridden(ctx)
         horizon_ms = rule.horizon_ms(self.lateness_ms)
+        event_ms = history["event_ms"].to_numpy()
+        undecided = ~history["decided"].to_numpy(dtype=bool)
+        due = undecided & (event_ms <= ctx.watermark_ms)
+        cutoff_ms = ctx.watermark_ms - horizon_ms
+        if not due.any() and not (~undecided & (event_ms <= cutoff_ms)).any():
+            # Nothing to judge or trim: the state stays, the bucket wakes for the next.
+            return BucketUpdate.wake_only(int(event_ms[undecided].min()) if undecided.any()
+                                          else None)
         timeline = Timeline.of(history, horizon_ms)
         entries = timeline.rows
         ready = np.flatnonzero(~entries["decided"].to_numpy(dtype=bool)
@@ -61,18 +69,22 @@ class FraudProcessor(BucketedProcessor):
             keys = judged.keys
             alerts = pd.concat(judged.alerts, ignore_index=True) if judged.alerts else None
             entries.loc[ready, "decided"] = True
-        entries = _trimmed(entries, ctx.watermark_ms - horizon_ms,
-                           max(DECIDED_TAIL, rule.testing_probes + 1))
+        keep = _kept(timeline, entries["decided"].to_numpy(dtype=bool), cutoff_ms,
+                     max(DECIDED_TAIL, rule.testing_probes + 1))
+        entries = entries if keep.all() else entries[keep].reset_index(drop=True)
         pending = entries["event_ms"][~entries["decided"].to_numpy(dtype=bool)]
         return BucketUpdate(keys=keys, outputs=alerts, history=entries,
                             wake_at_ms=int(pending.min()) if len(pending) else None)
 
 
-def _trimmed(entries: pd.DataFrame, cutoff_ms: int, tail: int) -> pd.DataFrame:
-    """Undecided entries, those after ``cutoff_ms``, and each card's last ``tail``
-    decided ones (sorted by card and event time, decided ones come first per card)."""
-    decided = entries["decided"].to_numpy(dtype=bool)
-    from_last = (entries[decided].groupby("card_id", sort=False).cumcount(ascending=False)
-                 .reindex(entries.index, fill_value=0).to_numpy())
-    keep = ~decided | (entries["event_ms"].to_numpy() > cutoff_ms) | (from_last < tail)
-    return entries if keep.all() else entries[keep].reset_index(drop=True)
+def _kept(timeline: Timeline, decided: np.ndarray, cutoff_ms: int, tail: int) -> np.ndarray:
+    """Entries to keep: undecided ones, those after ``cutoff_ms``, and each card's last
+    ``tail`` decided ones. Rows are sorted by card and event time, and every decided
+    entry is at or behind the watermark, every undecided one ahead of it, so a card's
+    decided entries come first: the last of them is where its undecided ones start."""
+    card = timeline.card
+    decided_per_card = np.bincount(card, weights=decided, minlength=card.max() + 1 if len(card)
+                                   else 0).astype(np.int64)
+    card_start = np.searchsorted(card, np.arange(len(decided_per_card)), side="left")
+    from_last = card_start[card] + decided_per_card[card] - 1 - np.arange(len(card))
+    return ~decided | (timeline.event_ms > cutoff_ms) | (from_last < tail)

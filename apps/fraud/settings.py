@@ -51,5 +51,5 @@ class FraudSettings(PlatformSettings):
         24.0, "FRAUD_CARD_IDLE_EXPIRY_H",
         "a card with no transaction for this many hours of event time is forgotten")
     state_buckets: int = setting(
-        64, "FRAUD_STATE_BUCKETS",
+        16, "FRAUD_STATE_BUCKETS",
         "cards are hashed into this many state buckets; fixed for the life of a checkpoint")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from shared.keyed.bucketed_spec import (
@@ -32,11 +33,36 @@ def cap_history(spec: BucketedSpec, history: pd.DataFrame, kept_keys: pd.Index
     assert history_spec is not None
     if not len(history):
         return history
-    history = history[history_key_index(history, spec).isin(kept_keys)]
+    known = history_key_index(history, spec).isin(kept_keys)
+    if not known.all():
+        history = history[known]
     key_columns = list(spec.key_columns)
-    history = history.sort_values([*key_columns, history_spec.order_by], kind="stable")
-    from_newest = history.groupby(key_columns, sort=False).cumcount(ascending=False)
-    return history[from_newest.to_numpy() < history_spec.max_per_key].reset_index(drop=True)
+    if not _sorted(history, key_columns, history_spec.order_by):
+        history = history.sort_values([*key_columns, history_spec.order_by], kind="stable")
+    history = history.reset_index(drop=True)
+    over = _rank_from_newest(history, key_columns) >= history_spec.max_per_key
+    return history[~over].reset_index(drop=True) if over.any() else history
+
+
+def _sorted(history: pd.DataFrame, key_columns: list[str], order_by: str) -> bool:
+    """Already sorted by key then ``order_by`` (apps usually return it so): an O(n) check
+    instead of an O(n log n) sort of string keys."""
+    if len(key_columns) != 1 or len(history) < 2:
+        return len(history) < 2
+    keys, order = history[key_columns[0]].to_numpy(), history[order_by].to_numpy()
+    same = keys[1:] == keys[:-1]
+    return bool(((keys[1:] > keys[:-1]) | (same & (order[1:] >= order[:-1]))).all())
+
+
+def _rank_from_newest(history: pd.DataFrame, key_columns: list[str]) -> np.ndarray:
+    """0 for each key's last (newest) row, 1 for the one before, ... (rows sorted by key)."""
+    keys = history[key_columns].to_numpy()
+    starts_run = np.ones(len(history), dtype=bool)
+    if len(history) > 1:
+        starts_run[1:] = (keys[1:] != keys[:-1]).any(axis=1)
+    run_end = np.append(np.flatnonzero(starts_run)[1:], len(history)) - 1
+    run_of_row = np.cumsum(starts_run) - 1
+    return run_end[run_of_row] - np.arange(len(history))
 
 
 def enforce_bucket_cap(spec: BucketedSpec, stored: StoredBucket, bucket: int) -> StoredBucket:

@@ -154,6 +154,8 @@ def sort_rows(rows: pd.DataFrame, spec: BucketedSpec) -> pd.DataFrame:
 
 def apply_update(spec: BucketedSpec, live: StoredBucket, update: BucketUpdate,
                  rows: pd.DataFrame, clock: BatchClock) -> StoredBucket:
+    if update.keys is None:
+        raise BucketedSpecError("update() must return the key table")
     keys = _checked_keys(spec, update.keys)
     keys[LAST_EVENT_MS] = _last_event_ms(spec, live.keys[LAST_EVENT_MS], rows, keys.index,
                                          clock)
@@ -190,6 +192,8 @@ def _with_history(spec: BucketedSpec, live: StoredBucket, update: BucketUpdate
 def apply_decision(spec: BucketedSpec, live: StoredBucket, decision: BucketUpdate
                    ) -> StoredBucket:
     """``on_watermark``'s result: keys keep their ``last_event_ms`` (no event came)."""
+    if decision.keys is None:
+        return live
     keys = _checked_keys(spec, decision.keys)
     unknown = keys.index.difference(live.keys.index)
     if len(unknown):

@@ -39,13 +39,19 @@ class BucketUpdate:
     the stored one; the layer sorts it and keeps the ``max_per_key`` newest entries per
     key. ``outputs``: output rows (the query's output columns), sorted by the layer.
     ``wake_at_ms`` (from :meth:`BucketedProcessor.on_watermark` only): call that hook
-    again once the watermark reaches this event time, even if no row comes.
+    again once the watermark reaches this event time, even if no row comes; with
+    ``keys=None`` the state is left as it is (:meth:`wake_only`).
     """
 
-    keys: pd.DataFrame
+    keys: pd.DataFrame | None
     outputs: pd.DataFrame | None = None
     history: pd.DataFrame | None = None
     wake_at_ms: int | None = None
+
+    @classmethod
+    def wake_only(cls, wake_at_ms: int | None) -> BucketUpdate:
+        """No change to the state, only the next wake-up (cheap: nothing is copied)."""
+        return cls(keys=None, wake_at_ms=wake_at_ms)
 
 
 @dataclass(frozen=True)
