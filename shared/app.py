@@ -28,6 +28,12 @@ class Output:
     topic: TopicSpec
     rows: DataFrame
     key_column: str
+    # One operator's rows for several topics (so that the operator runs once): this
+    # column holds each row's topic name (``TopicSpec.name``), ``topic`` or one of
+    # ``also``. A row gets the fields of its topic's schema (all columns but the route
+    # for a topic without one); a route naming no declared topic fails the batch.
+    route_column: str | None = None
+    also: tuple[TopicSpec, ...] = ()
 
 
 def rows_behind(watermark_ms: Column) -> Column:

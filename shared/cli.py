@@ -42,6 +42,18 @@ def registered_apps() -> dict[str, AppDefinition]:
         apps[FRAUD_APP.name] = FRAUD_APP
     except ImportError:  # pragma: no cover - during early development only
         pass
+    try:
+        from apps.iot.app import IOT_APP
+
+        apps[IOT_APP.name] = IOT_APP
+    except ImportError:  # pragma: no cover - during early development only
+        pass
+    try:
+        from apps.trading.app import TRADING_APP
+
+        apps[TRADING_APP.name] = TRADING_APP
+    except ImportError:  # pragma: no cover - during early development only
+        pass
     return apps
 
 

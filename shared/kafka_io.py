@@ -187,3 +187,33 @@ def json_envelopes(rows: DataFrame, topic: str, key_column: str) -> DataFrame:
         F.to_json(F.struct(*payload)).cast("binary").alias("value"),
         F.array().cast(HEADERS_TYPE).alias("headers"),
     )
+
+
+def routed_json_envelopes(rows: DataFrame, route_column: str,
+                          topics: dict[str, tuple[str, TopicSpec]], key_column: str
+                          ) -> DataFrame:
+    """Envelopes of rows bound for several topics: ``topics`` maps each value of
+    ``route_column`` to (qualified topic name, spec); the JSON value holds the spec's
+    schema fields (every column but the route and ``_source`` when it has no schema).
+    An unknown route fails the batch rather than losing the row."""
+    route = F.col(route_column)
+    columns = [c for c in rows.columns if c not in (SOURCE, route_column)]
+    topic: Column | None = None
+    value: Column | None = None
+    for name, (qualified, spec) in topics.items():
+        fields = ([c for c in spec.schema.field_names if c in columns]
+                  if spec.schema is not None else columns)
+        json = F.to_json(F.struct(*fields)).cast("binary")
+        topic = (F.when(route == name, F.lit(qualified)) if topic is None
+                 else topic.when(route == name, F.lit(qualified)))
+        value = (F.when(route == name, json) if value is None
+                 else value.when(route == name, json))
+    assert topic is not None and value is not None, "no topic to route to"
+    unknown = F.raise_error(F.concat(F.lit(f"unknown route in column {route_column}: "),
+                                     F.coalesce(route, F.lit("null"))))
+    return rows.select(
+        topic.otherwise(unknown.cast("string")).alias("topic"),
+        F.col(key_column).cast("string").cast("binary").alias("key"),
+        value.alias("value"),
+        F.array().cast(HEADERS_TYPE).alias("headers"),
+    )

@@ -18,7 +18,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shared.app import AppDefinition
+from shared.app import AppDefinition, Output
 from shared.kafka_io import (
     DECODE_REASON,
     EVENT_TIME,
@@ -26,6 +26,7 @@ from shared.kafka_io import (
     dead_letter_envelopes,
     json_envelopes,
     parse,
+    routed_json_envelopes,
 )
 from shared.settings import PlatformSettings
 
@@ -47,14 +48,20 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
     lateness = app.allowed_lateness(settings)
     watermarked = records.withWatermark(EVENT_TIME, lateness) if lateness else records
     control, rejected_control = _control(control_raw, app, settings)
-    parts = [json_envelopes(output.rows, output.topic.qualified(settings.topic_prefix),
-                            output.key_column)
+    parts = [_envelopes(output, settings.topic_prefix)
              .withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
              for output in app.build(watermarked, settings, control)]
     parts.append(_side_outputs(staged, app, settings, lateness))
     if rejected_control is not None:
         parts.append(rejected_control)
     return reduce(DataFrame.unionByName, parts)
+
+
+def _envelopes(output: Output, prefix: str) -> DataFrame:
+    if output.route_column is None:
+        return json_envelopes(output.rows, output.topic.qualified(prefix), output.key_column)
+    topics = {spec.name: (spec.qualified(prefix), spec) for spec in (output.topic, *output.also)}
+    return routed_json_envelopes(output.rows, output.route_column, topics, output.key_column)
 
 
 def _control(control_raw: DataFrame | None, app: AppDefinition, settings: PlatformSettings

@@ -74,9 +74,10 @@ FRAUD_ALERT = RecordSchema(
     key_field="card_id",
 )
 
-# A run-time change to one rule threshold; the greatest version per param wins.
-FRAUD_CONTROL = RecordSchema(
-    name="fraud_control",
+# A run-time change to one threshold of an app (fraud: a field of apps/fraud/thresholds.py;
+# iot: "<raise_above|clear_below>:<type>:<metric>"); the greatest version per param wins.
+PARAM_CONTROL = RecordSchema(
+    name="param_control",
     struct=_fields(("param", StringType()), ("value", DoubleType()), ("version", LongType())),
     required=("param", "value", "version"),
     key_field="param",
@@ -89,7 +90,7 @@ FRAUD = AppTopics(
     outputs=(TopicSpec("fraud.alerts", "fraud", "fraud alerts, keyed by card id",
                        partitions=4, schema=FRAUD_ALERT),),
     control=TopicSpec("fraud.control", "fraud", "rule thresholds, changed at run time",
-                      partitions=1, cleanup_policy="compact", schema=FRAUD_CONTROL),
+                      partitions=1, cleanup_policy="compact", schema=PARAM_CONTROL),
     dead_letter=dead_letter_topic("fraud"),
     late=late_topic("fraud"),
 )
@@ -139,7 +140,7 @@ IOT = AppTopics(
              TopicSpec("iot.alerts", "iot", "threshold and offline alerts, keyed by device id",
                        partitions=8, schema=IOT_ALERT)),
     control=TopicSpec("iot.control", "iot", "alert thresholds, changed at run time",
-                      partitions=1, cleanup_policy="compact"),
+                      partitions=1, cleanup_policy="compact", schema=PARAM_CONTROL),
     dead_letter=dead_letter_topic("iot"),
     late=late_topic("iot"),
 )

@@ -30,9 +30,14 @@ class IotSettings(PlatformSettings):
     device_idle_expiry_h: float = setting(
         24.0, "IOT_DEVICE_IDLE_EXPIRY_H",
         "a device with no reading for this many hours of event time is forgotten")
+    state_buckets: int = setting(
+        32, "IOT_STATE_BUCKETS",
+        "devices are hashed into this many state buckets; fixed for the life of a checkpoint")
 
     def __post_init__(self) -> None:
         intervals = self.intervals_s  # parses, or raises ValueError
+        if self.state_buckets < 1:
+            raise ValueError("state buckets must be >= 1")
         if self.emit_cadence_s <= 0 or self.hot_duration_s < 0 or self.offline_gap_s <= 0:
             raise ValueError("emit cadence and offline gap must be > 0, hot duration >= 0")
         # Windows and timers never outlive the device's state (docs/iot-rules.md).

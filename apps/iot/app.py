@@ -1,0 +1,51 @@
+"""The iot app as a pure builder: decoded sensor readings (and control records) in,
+rolling aggregates, alerts and dead letters out.
+
+The shared runner (shared/runner.py) reads Kafka, decodes, applies the data-quality
+gate and the watermark, calls :func:`build`, and writes the outputs exactly once. The
+rules (docs/iot-rules.md) run in one bucketed, vectorised stateful operator keyed by
+device (apps/iot/processor.py): devices are hashed into ``state_buckets`` buckets, each
+bucket's devices one pandas table. Its one output stream is routed per row to
+``iot.aggregates`` (key device|metric|interval: the compacted topic keeps the latest row
+per device, metric and interval), ``iot.alerts`` (key device) and ``iot.dead-letter``
+(readings outside their metric's physical range or whose seq went backwards).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pyspark.sql import DataFrame
+
+from apps.iot.device_state import INPUT_COLUMNS
+from apps.iot.outputs import AGGREGATES, ALERTS, OUTPUT_SCHEMA
+from apps.iot.processor import IotProcessor
+from apps.iot.quality import reading_suite
+from apps.iot.settings import IotSettings
+from shared.app import AppDefinition, Output
+from shared.keyed.bucketed import apply_bucketed
+from shared.registry import IOT
+
+
+def processor(settings: IotSettings) -> IotProcessor:
+    return IotProcessor(settings)
+
+
+def build(readings: DataFrame, settings: IotSettings,
+          control: DataFrame | None = None) -> list[Output]:
+    rows = apply_bucketed(readings.select(*INPUT_COLUMNS), processor(settings), OUTPUT_SCHEMA,
+                          buckets=settings.state_buckets, control=control)
+    return [Output(AGGREGATES, rows, "record_key", route_column="route",
+                   also=(ALERTS, IOT.dead_letter))]
+
+
+IOT_APP = AppDefinition(
+    name="iot",
+    topics=IOT,
+    settings_type=IotSettings,
+    build=build,
+    allowed_lateness=lambda settings: settings.allowed_lateness,
+    quality_suite=reading_suite,
+    event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
+    description="per-device rolling averages, threshold (hysteresis) and offline alerts",
+)
