@@ -140,7 +140,10 @@ def _live_transactions(rate: float, cards: int, stop: threading.Event,
     config = GeneratorConfig(
         seed=int(clock()), start_time_ms=int(clock() * 1000), events_per_s=rate, cards=cards,
         # Tight bursts: alerts show within seconds instead of minutes.
-        scenarios=ScenarioRates(velocity_burst=5.0, velocity_burst_span_ms=20_000.0),
+        # Every kind of fraud, compressed in time so that each shows within minutes.
+        scenarios=ScenarioRates(velocity_burst=5.0, velocity_burst_span_ms=20_000.0,
+                                spend_spike=5.0, impossible_travel=5.0, card_testing=5.0,
+                                gap_scale=0.1),
         faults=FaultRates(late_fraction=0.0005, bad_fraction=0.0005))
     for chunk in FraudGenerator(config).chunks():
         for record in chunk.records:
@@ -171,7 +174,7 @@ def _print_outputs(app, settings, stop: threading.Event) -> None:
 def _describe(label: str, message) -> str:
     if label == "ALERT":
         alert = json.loads(message.value())
-        return (f"  ALERT  {alert['rule']:<9} card {alert['card_id']}: {alert['detail']} "
+        return (f"  ALERT  {alert['rule']:<17} card {alert['card_id']}: {alert['detail']} "
                 f"(txns {alert['txn_ids']})")
     headers = {k: (v or b"").decode(errors="replace") for k, v in message.headers() or []}
     value = (message.value() or b"")[:70].decode(errors="replace")
