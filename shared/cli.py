@@ -3,7 +3,9 @@
     statewise broker up|down|status
     statewise cluster up|down|status      (a local Spark standalone master and workers)
     statewise topics [--app fraud]
-    statewise run fraud [--available-now] [settings flags...]
+    statewise run fraud|iot|trading [--available-now] [settings flags...]
+    statewise produce fraud|iot|trading [--rate N] [--count N] ...
+    statewise control fraud|iot PARAM VALUE    (change a threshold while the app runs)
     statewise demo
     statewise report fraud --labels-dir DIR   (precision and recall per rule)
 Every command prints what it does; ``statewise run APP --help`` lists each setting
@@ -139,9 +141,38 @@ def _topics_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def _control_main(argv: Sequence[str]) -> int:
+    """``statewise control APP PARAM VALUE``: a threshold change on the app's control
+    topic; the version defaults to now (ms), so a later change wins."""
+    import time
+
+    from shared.producer import OutgoingRecord, json_value, kafka_producer, send_all
+    from shared.topics import admin_client, provision
+
+    apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
+    parser = argparse.ArgumentParser(prog="statewise control",
+                                     description="change a threshold while the app runs")
+    parser.add_argument("app", choices=sorted(apps))
+    parser.add_argument("param", help="e.g. velocity_count (see the app's README)")
+    parser.add_argument("value", type=float)
+    parser.add_argument("--version", type=int, default=None, help="default: now in ms")
+    add_arguments(parser, PlatformSettings, os.environ)
+    args = parser.parse_args(list(argv))
+    settings = from_namespace(PlatformSettings, args)
+    spec = apps[args.app].topics.control
+    provision(admin_client(settings.bootstrap_servers), [spec], settings.topic_prefix)
+    version = args.version if args.version is not None else int(time.time() * 1000)
+    record = {"param": args.param, "value": args.value, "version": version}
+    send_all(kafka_producer(settings.bootstrap_servers),
+             spec.qualified(settings.topic_prefix),
+             [OutgoingRecord(key=args.param.encode(), value=json_value(record))])
+    print(f"sent {record} to {spec.qualified(settings.topic_prefix)}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"broker": _broker_main, "topics": _topics_main}
+    commands = {"broker": _broker_main, "topics": _topics_main, "control": _control_main}
     if not argv or argv[0] in {"-h", "--help"}:
         print(__doc__)
         return 0
