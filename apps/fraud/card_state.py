@@ -4,9 +4,10 @@ Per card: the spend baseline (sum and count of its decided transactions, in hund
 of its currency) and whether the last decided transaction was over the spend threshold.
 Per card, a history of recent transactions: those still undecided (event time ahead of
 the watermark), those within the widest rule window behind it, and the last few decided
-ones (travel needs the previous transaction, card testing the probes before a cash-out).
-So a card's history is bounded by its rate times the widest window, not by its age; the
-cap below bounds a card that floods, and idle expiry drops a card gone quiet.
+ones while a rule can still use them (travel needs the previous transaction within its
+maximum gap, card testing the probes before a cash-out within its window). So a card's
+history is bounded by its rate times the widest window, not by its age; the cap below
+bounds a card that floods, and idle expiry drops a card gone quiet.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ ENTRY = pa.schema([
     ("amount_usd", pa.float64()), ("lat", pa.float64()), ("lon", pa.float64()),
     ("velocity_alerted", pa.bool_()), ("decided", pa.bool_())])
 MAX_ENTRIES_PER_CARD = 256  # a card over this in one rule window loses its oldest entries
-DECIDED_TAIL = 8  # decided entries kept whatever their age (>= card-testing probes + 1)
 MAX_ROWS_PER_BUCKET = 4_000_000
 INPUT_COLUMNS = ("card_id", "txn_id", "amount", "currency", "lat", "lon", "event_time")
 

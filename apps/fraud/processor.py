@@ -14,7 +14,7 @@ from datetime import timedelta
 import numpy as np
 import pandas as pd
 
-from apps.fraud.card_state import DECIDED_TAIL, card_spec, new_entries, with_new_cards
+from apps.fraud.card_state import card_spec, new_entries, with_new_cards
 from apps.fraud.decisions import judge
 from apps.fraud.thresholds import Thresholds
 from apps.fraud.timeline import Timeline
@@ -70,16 +70,19 @@ class FraudProcessor(BucketedProcessor):
             alerts = pd.concat(judged.alerts, ignore_index=True) if judged.alerts else None
             entries.loc[ready, "decided"] = True
         keep = _kept(timeline, entries["decided"].to_numpy(dtype=bool), cutoff_ms,
-                     max(DECIDED_TAIL, rule.testing_probes + 1))
+                     rule.decided_tail, ctx.watermark_ms - rule.tail_reach_ms)
         entries = entries if keep.all() else entries[keep].reset_index(drop=True)
         pending = entries["event_ms"][~entries["decided"].to_numpy(dtype=bool)]
         return BucketUpdate(keys=keys, outputs=alerts, history=entries,
                             wake_at_ms=int(pending.min()) if len(pending) else None)
 
 
-def _kept(timeline: Timeline, decided: np.ndarray, cutoff_ms: int, tail: int) -> np.ndarray:
+def _kept(timeline: Timeline, decided: np.ndarray, cutoff_ms: int, tail: int,
+          tail_cutoff_ms: int) -> np.ndarray:
     """Entries to keep: undecided ones, those after ``cutoff_ms``, and each card's last
-    ``tail`` decided ones. Rows are sorted by card and event time, and every decided
+    ``tail`` decided ones while after ``tail_cutoff_ms`` (older, no rule can use them as
+    a predecessor: travel and card testing only look back that far). Rows are sorted by
+    card and event time, and every decided
     entry is at or behind the watermark, every undecided one ahead of it, so a card's
     decided entries come first: the last of them is where its undecided ones start."""
     card = timeline.card
@@ -87,4 +90,5 @@ def _kept(timeline: Timeline, decided: np.ndarray, cutoff_ms: int, tail: int) ->
                                    else 0).astype(np.int64)
     card_start = np.searchsorted(card, np.arange(len(decided_per_card)), side="left")
     from_last = card_start[card] + decided_per_card[card] - 1 - np.arange(len(card))
-    return ~decided | (timeline.event_ms > cutoff_ms) | (from_last < tail)
+    in_tail = (from_last < tail) & (timeline.event_ms > tail_cutoff_ms)
+    return ~decided | (timeline.event_ms > cutoff_ms) | in_tail

@@ -20,7 +20,9 @@ class FraudSettings(PlatformSettings):
     velocity_window_s: int = setting(
         180, "FRAUD_VELOCITY_WINDOW_S", "velocity: ... within this many seconds of event time")
     spend_window_min: int = setting(
-        60, "FRAUD_SPEND_WINDOW_MIN", "spend velocity: the interval whose spend is judged")
+        15, "FRAUD_SPEND_WINDOW_MIN",
+        "spend velocity: the interval whose spend is judged (the widest rule window sets "
+        "how much history a card keeps: state grows with the event rate times it)")
     spend_factor: float = setting(
         20.0, "FRAUD_SPEND_FACTOR",
         "spend velocity: alert when the interval's spend reaches this many times the card's "

@@ -99,9 +99,13 @@ def test_history_keeps_what_rules_can_use_and_an_idle_card_goes():
     harness = FraudHarness(settings)
     harness.run_batch([txn(f"t{i}", T0 + i * MINUTE) for i in range(30)])
     harness.advance_watermark(T0 + 5 * HOUR)
-    # Beyond every rule's window only the last few decided transactions stay.
-    assert len(harness.engine.history()) == 8
-    harness.advance_watermark(T0 + int(settings.card_idle_expiry_h * HOUR) + 30 * MINUTE)
+    # Beyond every rule's window only the predecessors travel and card testing may use.
+    assert harness.engine.history()["txn_id"].tolist() == ["t27", "t28", "t29"]
+    # Nor beyond the longest look-back (travel's 12 h), once the card is seen again.
+    harness.advance_watermark(T0 + 13 * HOUR)
+    harness.run_batch([txn("later", T0 + 13 * HOUR + MINUTE)])
+    assert harness.engine.history()["txn_id"].tolist() == ["later"]
+    harness.advance_watermark(T0 + int(settings.card_idle_expiry_h * HOUR) + 14 * HOUR)
     assert harness.engine.keys().empty and harness.engine.history().empty
     assert harness.engine.timers() == {}
 
