@@ -71,12 +71,12 @@ def test_card_testing_needs_the_probes_right_before_the_cash_out():
 
 def test_spend_velocity_alerts_when_the_spend_turns_hot_not_while_it_stays_hot():
     harness = FraudHarness()
-    habit = [txn(f"h{i}", T0 + i * 10 * MINUTE, 20.0) for i in range(3)]
+    habit = [txn(f"h{i}", T0 + 30 * MINUTE + i * 4 * MINUTE, 20.0) for i in range(3)]
     spree = [txn("s1", T0 + 40 * MINUTE, 1_500.0), txn("s2", T0 + 41 * MINUTE, 1_500.0)]
     alerts = pd.concat([harness.run_batch(habit + spree),
                         harness.advance_watermark(T0 + 2 * HOUR)])
     assert rules(alerts) == [("spend_velocity", "s1")]
-    assert alerts["txn_ids"].tolist() == ["h0,h1,h2,s1"]  # the spend in the hour up to s1
+    assert alerts["txn_ids"].tolist() == ["h0,h1,h2,s1"]  # the spend in the 15 min up to s1
 
 
 def test_a_card_without_enough_history_has_no_spend_baseline():
