@@ -107,6 +107,14 @@ def live_trades(records: Iterable[dict | None], scales: Mapping[str, int], rules
                 late: Iterable[RecordKey] = ()) -> dict[str, list[Trade]]:
     """Per instrument, in event-time order: accepted in-session trades that are not
     quarantined, each with the time of the cancel that counts against it (if any)."""
+    judged = judged_trades(records, scales, rules, late)
+    return {symbol: [t for t in ts if not t.quarantined] for symbol, ts in judged.items()}
+
+
+def judged_trades(records: Iterable[dict | None], scales: Mapping[str, int],
+                  rules: TradingRules, late: Iterable[RecordKey] = ()
+                  ) -> dict[str, list[Trade]]:
+    """As :func:`live_trades`, quarantined trades included (``quarantined`` set)."""
     trades, cancels = valid_trades_and_cancels(records, scales, late)
     calendar = SessionCalendar(rules.session_open_min, rules.session_close_min)
     by_instrument: dict[str, list[Trade]] = defaultdict(list)
@@ -118,10 +126,8 @@ def live_trades(records: Iterable[dict | None], scales: Mapping[str, int], rules
         if cancel_ms is not None and not 0 <= cancel_ms - trade.time_ms <= rules.cancel_horizon_ms:
             cancel_ms = None  # before its trade, or beyond the horizon: it does not count
         by_instrument[trade.instrument].append(trade.settled(session, cancel_ms))
-    judged = {symbol: mark_fat_fingers(ts, rules.fat_finger_reference_ms,
-                                       rules.fat_finger_band)
-              for symbol, ts in by_instrument.items()}
-    return {symbol: [t for t in ts if not t.quarantined] for symbol, ts in judged.items()}
+    return {symbol: mark_fat_fingers(ts, rules.fat_finger_reference_ms, rules.fat_finger_band)
+            for symbol, ts in by_instrument.items()}
 
 
 def bars(trades: Mapping[str, list[Trade]], rules: TradingRules) -> dict[BarKey, Bar]:

@@ -1,8 +1,11 @@
 """What a valid trade feed record is: one great-expectations suite, used inline (row-level
 checks as Spark predicates on every batch) and in full on samples (shared/quality).
 
-Prices arrive as exact decimal strings; the app parses them to a DECIMAL ``price`` column
-before these checks (a price that does not parse is null and fails the positivity check).
+Prices arrive as exact decimal strings. On Spark's string ``price`` column the positivity
+check cannot run inline (ANSI mode casts "10.10" to BIGINT for ``> 0`` and fails the
+query), so the app's inline gate is ``inline_trade_suite``: the same suite without the
+price check. The app itself parses every price exactly (at most the instrument's scale
+decimals, > 0) and sends a bad one to the dead-letter topic with reason ``invalid_price``.
 """
 
 from __future__ import annotations
@@ -40,3 +43,12 @@ def trade_suite(settings=None, symbols: list[str] | None = None):
         expect.ExpectColumnValuesToBeBetween(
             column="size", min_value=0, strict_min=True),
     ])
+
+
+def inline_trade_suite(settings=None, symbols: list[str] | None = None):
+    """The suite the app's inline gate runs: ``trade_suite`` without the price check."""
+    import great_expectations as gx
+
+    suite = trade_suite(settings, symbols)
+    return gx.ExpectationSuite(name="trade_inline", expectations=[
+        e for e in suite.expectations if getattr(e, "column", None) != "price"])

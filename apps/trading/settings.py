@@ -69,6 +69,9 @@ class TradingSettings(PlatformSettings):
         5_000, "TRADING_INSTRUMENTS", "instruments in the generated reference list")
     reference_seed: int = setting(
         0, "TRADING_REFERENCE_SEED", "seed of the generated instrument reference list")
+    state_buckets: int = setting(
+        16, "TRADING_STATE_BUCKETS",
+        "instruments are hashed into this many state buckets (fixed for a checkpoint's life)")
 
 
 @dataclass(frozen=True)

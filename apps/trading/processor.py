@@ -1,0 +1,182 @@
+"""The trading app's keyed logic: one bucketed processor keyed by instrument.
+
+``update`` (rows arrived): checks prices and sizes (bad ones to the dead-letter route),
+keeps the first delivery of each trade and cancel, ignores trades outside the session,
+adds the rest to their instruments' histories. ``on_watermark`` (every call, rows or
+timer), with the watermark at W (event times <= W are final):
+
+1. counted cancels are attached to their trades (0 <= cancel - trade <= horizon); a
+   cancel is dropped once W passes it (its trade can no longer arrive);
+2. fat-finger verdicts for every trade whose reference bar has started (fat_fingers.py);
+3. figures and bars for every end in (emitted, W] (figures.py), then ``emitted = W``;
+4. trades older than what a window, bar or cancel can still reach are folded into the
+   session sums and dropped from the history;
+5. a wake-up at the next end that holds a trade, so figures are written when the
+   watermark passes even if the instrument gets no more rows.
+
+All per-trade work is numpy over the whole bucket (docs/trading-rules.md is the spec,
+apps/trading/oracle.py the reference it equals).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from apps.trading.book import Book
+from apps.trading.exact import decimal_text, fraction
+from apps.trading.fat_fingers import judge
+from apps.trading.figures import bar_rows, figure_rows
+from apps.trading.instrument_state import (
+    ACCEPTED,
+    CANCEL,
+    NONE,
+    QUARANTINED,
+    TRADE,
+    as_entries,
+    checked_rows,
+    instrument_spec,
+    session_start,
+    with_new_instruments,
+)
+from apps.trading.outputs import dead_letters
+from apps.trading.settings import TradingRules
+from shared.keyed.bucketed import BucketContext, BucketedProcessor, BucketState, BucketUpdate
+
+
+class TradingProcessor(BucketedProcessor):
+    def __init__(self, rules: TradingRules, scales: dict[str, int]) -> None:
+        self.rules, self.scales = rules, scales
+        self.spec = instrument_spec()
+        self.alpha, self.band = fraction(rules.ema_alpha), fraction(rules.fat_finger_band)
+        # Trades older than this behind the watermark can change no figure any more.
+        self.keep_ms = max(*rules.rolling_vwap_ms, rules.sma_ms, *rules.bar_ms,
+                           rules.fat_finger_reference_ms, rules.cancel_horizon_ms
+                           ) + rules.step_ms
+
+    def update(self, state: BucketState, rows: pd.DataFrame, ctx: BucketContext
+               ) -> BucketUpdate:
+        keys = with_new_instruments(state.keys, rows, self.scales)
+        rows, units, reason = checked_rows(rows, self.scales)
+        bad = reason.notna().to_numpy()
+        rejects = None
+        if bad.any():
+            rejects = dead_letters(rows[bad], rows["price"].to_numpy(dtype=object)[bad],
+                                   reason.to_numpy()[bad])
+        rows, units = rows[~bad], units[~bad]
+        first = ~rows.duplicated(subset=["kind", "trade_id"]).to_numpy()
+        rows, units = rows[first], units[first]
+        history = state.history
+        seen = _entry_key(history["kind"].to_numpy() == CANCEL, history["trade_id"])
+        fresh = ~_entry_key(rows["kind"].to_numpy() == "cancel", rows["trade_id"]).isin(seen)
+        rows, units = rows[fresh.to_numpy()], units[fresh.to_numpy()]
+        rules = self.rules
+        session = session_start(rows["event_time_ms"].to_numpy(dtype=np.int64),
+                                rules.session_open_min, rules.session_close_min)
+        counted = (rows["kind"].to_numpy() == "cancel") | (session != NONE)
+        rows, units, session = rows[counted], units[counted], session[counted]
+        if len(rows):
+            entries = as_entries(rows, session, units)
+            history = pd.concat([history, entries], ignore_index=True)
+        return BucketUpdate(keys=keys, outputs=rejects, history=history)
+
+    def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
+        history, watermark = state.history, ctx.watermark_ms
+        if history is None or not len(history) or watermark < 0:
+            return None
+        keys = state.keys.copy()
+        history = _attach_cancels(history, self.rules.cancel_horizon_ms)
+        is_cancel = history["kind"].to_numpy() == CANCEL
+        cancels = history[is_cancel & (history["event_ms"].to_numpy() > watermark)]
+        book = Book.of(history[~is_cancel], self.keep_ms)
+        outputs: list[pd.DataFrame] = []
+        quarantined = judge(book, keys, watermark, self.rules.fat_finger_reference_ms,
+                            self.band)
+        if len(quarantined):
+            outputs.append(self._fat_fingers(book, keys, quarantined))
+        outputs += bar_rows(book, keys, watermark, self.rules)
+        figures = figure_rows(book, keys, watermark, self.rules, self.alpha)
+        if figures is not None:
+            outputs.append(figures)
+        keys["emitted_ms"] = np.maximum(keys["emitted_ms"].to_numpy(dtype=np.int64), watermark)
+        book.rows["verdict"] = book.verdict
+        trades = self._fold_old(book, keys, watermark)
+        return BucketUpdate(
+            keys=keys, outputs=pd.concat(outputs, ignore_index=True) if outputs else None,
+            history=pd.concat([trades, cancels], ignore_index=True),
+            wake_at_ms=self._next_end(trades, watermark))
+
+    def _fat_fingers(self, book: Book, keys: pd.DataFrame, at: np.ndarray) -> pd.DataFrame:
+        rows = book.rows.iloc[at]
+        scale = keys["scale"].reindex(rows["instrument"]).to_numpy(dtype=np.int64)
+        frame = pd.DataFrame({
+            "instrument": rows["instrument"].to_numpy(), "kind": "trade",
+            "trade_id": rows["trade_id"].to_numpy(), "venue": rows["venue"].to_numpy(),
+            "seq": rows["seq"].to_numpy(), "size": rows["size"].to_numpy(),
+            "side": rows["side"].to_numpy(), "event_time_ms": rows["event_ms"].to_numpy(),
+            "event_time_us": rows["event_us"].to_numpy()})
+        prices = decimal_text(rows["units"].to_numpy(), scale).to_numpy(zero_copy_only=False)
+        return dead_letters(frame, prices, np.full(len(rows), "fat_finger", dtype=object))
+
+    def _fold_old(self, book: Book, keys: pd.DataFrame, watermark: int) -> pd.DataFrame:
+        """Trades no window can reach any more leave the history; accepted, never-cancelled
+        ones add to their session's running sums (a cancelled one has left every figure
+        still to come: its cancel is before any end not yet emitted)."""
+        old = book.t < watermark - self.keep_ms
+        if not old.any():
+            return book.rows
+        idx = np.flatnonzero(old)
+        counts = idx[(book.verdict[idx] == ACCEPTED) & (book.cancel_ms[idx] == NONE)]
+        n = len(book.names)
+        latest = np.full(n, NONE, np.int64)
+        np.maximum.at(latest, book.inst[idx], book.session_ms[idx])
+        base_session = keys["base_session_ms"].reindex(book.names).to_numpy(dtype=np.int64)
+        new_session = np.maximum(base_session, latest)
+        keep_base = new_session == base_session
+        notional = np.where(keep_base, keys["base_notional"].reindex(book.names).to_numpy(), 0)
+        volume = np.where(keep_base, keys["base_volume"].reindex(book.names).to_numpy(), 0)
+        counts = counts[book.session_ms[counts] == new_session[book.inst[counts]]]
+        np.add.at(notional, book.inst[counts], book.units[counts] * book.size[counts])
+        np.add.at(volume, book.inst[counts], book.size[counts])
+        keys.loc[book.names, "base_session_ms"] = new_session
+        keys.loc[book.names, "base_notional"] = notional.astype(np.int64)
+        keys.loc[book.names, "base_volume"] = volume.astype(np.int64)
+        return book.rows[~old].reset_index(drop=True)
+
+    def _next_end(self, trades: pd.DataFrame, watermark: int) -> int | None:
+        """The earliest figure or bar end after the watermark holding a trade that may
+        still count (accepted or not judged yet)."""
+        live = trades["verdict"].to_numpy() != QUARANTINED
+        t = trades["event_ms"].to_numpy(dtype=np.int64)[live]
+        if not len(t):
+            return None
+        ends = [(t // b + 1) * b for b in (self.rules.step_ms, *self.rules.bar_ms)]
+        pending = np.concatenate(ends)
+        pending = pending[pending > watermark]
+        return int(pending.min()) if len(pending) else None
+
+
+def _entry_key(is_cancel: np.ndarray, trade_ids: pd.Series) -> pd.Series:
+    """ "t:" or "c:" + trade id: a trade and its cancel share an id but not a key."""
+    return pd.Series(np.where(is_cancel, "c:", "t:"), dtype=object) + \
+        trade_ids.reset_index(drop=True).astype(object)
+
+
+def _attach_cancels(history: pd.DataFrame, horizon_ms: int) -> pd.DataFrame:
+    """Sets each trade's ``cancel_ms`` from its counted cancel (first delivery only)."""
+    kind = history["kind"].to_numpy()
+    cancels = history[kind == CANCEL]
+    if not len(cancels):
+        return history
+    trades = history[kind == TRADE]
+    matched = trades[["instrument", "trade_id", "event_ms"]].reset_index().merge(
+        cancels[["instrument", "trade_id", "event_ms"]], on=["instrument", "trade_id"],
+        suffixes=("", "_cancel"))
+    gap = matched["event_ms_cancel"].to_numpy() - matched["event_ms"].to_numpy()
+    counted = matched[(gap >= 0) & (gap <= horizon_ms)]
+    if not len(counted):
+        return history
+    history = history.copy()
+    history.loc[counted["index"].to_numpy(), "cancel_ms"] = \
+        counted["event_ms_cancel"].to_numpy(dtype=np.int64)
+    return history
