@@ -30,7 +30,7 @@ from shared.producer import DeliveryError, OutgoingRecord, SendReport, kafka_pro
 from shared.settings import REPO_ROOT, PlatformSettings, add_arguments, from_namespace
 
 if TYPE_CHECKING:
-    from apps.fraud.generator_truth import Chunk, TruthFiles
+    from shared.generation.truth import Chunk, TruthFiles
     from shared.registry import AppTopics
     from shared.topics import TopicSpec
 
@@ -269,7 +269,7 @@ def _provision(plugin: GeneratorPlugin, settings: PlatformSettings) -> str:
 
 def _produce(app: str, run: GeneratorRun, topic: str, options: RunOptions,
              args: argparse.Namespace, settings: PlatformSettings, clock: Clock) -> int:
-    from apps.fraud.generator_truth import TruthFiles, take
+    from shared.generation.truth import TruthFiles, take
     from shared.kafka_io import client_properties
 
     run_dir = args.labels_dir / f"{app}-seed{options.seed}-{options.start_time_ms}"

@@ -1,7 +1,7 @@
 """The fraud app's seeded generator: card transactions with injected fraud and faults.
 
     generator = FraudGenerator(GeneratorConfig(seed=7, events_per_s=2000))
-    for chunk in generator.chunks():       # endless; see generator_truth.take
+    for chunk in generator.chunks():       # endless; see shared/generation/truth.take
         send(chunk.records)                # OutgoingRecord: key card id, value JSON
 
 Everything is drawn from one ``numpy.random.Generator(PCG64(seed))`` in a fixed order,
@@ -10,7 +10,7 @@ gives byte-identical records. Each step draws a chunk of honest transactions at 
 (numpy), starts fraud scenarios inside its span of event time, breaks a few rows on
 purpose (late, duplicated, bad) and emits, in arrival order, the rows that arrive within
 the span: a row arrives up to ``disorder_ms`` after its event time, so the stream is
-shuffled within that bound. Ground truth travels with the chunk (see generator_truth).
+shuffled within that bound. Ground truth travels with the chunk (shared/generation).
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from apps.fraud.generator_encode import BAD_BASE, DUPLICATE, LATE, Encoder, Ids
+from apps.fraud.generator_encode import Encoder, Ids
 from apps.fraud.generator_faults import BAD_REASONS
 from apps.fraud.generator_rows import NO_LABEL, Rows, Spending
 from apps.fraud.generator_scenarios import MEAN_TXNS, SCENARIOS, ScenarioPlanner
-from apps.fraud.generator_truth import Chunk, LabelBook, take
 from apps.fraud.generator_world import CardPopulation, Merchants
+from shared.generation.arrival import arrived_by
+from shared.generation.columns import Numbering
+from shared.generation.faults import LATE, BadCodes, fault_masks, rate_problems, resent
+from shared.generation.truth import Chunk, GeneratedRun, collect
 
 DEFAULT_START_TIME_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -94,12 +97,7 @@ def _problems(config: GeneratorConfig) -> list[str]:
         problems.append("events_per_s must be > 0")
     if min(config.cards, config.merchants_per_city_category, config.chunk_size) < 1:
         problems.append("cards, merchants_per_city_category and chunk_size must be >= 1")
-    if min(fractions) < 0 or sum(fractions) >= 0.5:
-        problems.append("fault fractions must be >= 0 and sum to less than 0.5")
-    if not faults.bad_reasons or not set(faults.bad_reasons) <= set(BAD_REASONS):
-        problems.append(f"bad_reasons must be some of {BAD_REASONS}")
-    if not 0 < faults.late_by_ms[0] <= faults.late_by_ms[1]:
-        problems.append("late_by_ms must be (low, high) with 0 < low <= high")
+    problems += rate_problems(fractions, faults.bad_reasons, BAD_REASONS, faults.late_by_ms)
     if faults.disorder_ms < 0:
         problems.append("disorder_ms must be >= 0")
     return problems
@@ -116,16 +114,15 @@ class FraudGenerator:
         self.spending = Spending(self.rng, population, merchants, config.start_time_ms)
         ids = Ids(config.seed, config.start_time_ms, config.merchants_per_city_category)
         self.encoder = Encoder(ids, config.start_time_ms)
-        self.planner = ScenarioPlanner(self.spending, config.cards, self._next_seqs,
+        self._seqs, self._labels = Numbering(), Numbering()
+        self.planner = ScenarioPlanner(self.spending, config.cards, self._seqs.issue,
                                        ids.txn_ids, ids.card_id,
                                        config.scenarios.velocity_burst_span_ms,
                                        config.scenarios.gap_scale)
         self._now_ms = 0.0  # event time reached, ms since start_time_ms
-        self._next_seq = self._next_label = 0
         self._pending = Rows.empty()  # planned scenario rows not yet due
         self._carry = Rows.empty()  # due rows whose arrival falls in a later step
-        self._bad_codes = np.array([BAD_BASE + BAD_REASONS.index(r)
-                                    for r in config.faults.bad_reasons])
+        self._bad_codes = BadCodes(config.faults.bad_reasons, BAD_REASONS)
         extra = config.faults.duplicate_fraction + sum(
             getattr(config.scenarios, s) / 10_000 * MEAN_TXNS[s] for s in SCENARIOS)
         # Scenario rows and duplicates come on top of honest rows: slow those down so
@@ -144,28 +141,15 @@ class FraudGenerator:
         self._now_ms = end_ms = float(arrival[-1])
         t = np.maximum(0.0, arrival - self.rng.uniform(0, self.config.faults.disorder_ms, n))
         cards = self.spending.population.cards(self.rng.integers(0, self.config.cards, n))
-        honest = self.spending.rows(cards, t, self._next_seqs(n), NO_LABEL)
+        honest = self.spending.rows(cards, t, self._seqs.issue(n), NO_LABEL)
         honest = self._break_some(honest.with_columns(arrival=arrival))
         new_labels = self._plan_scenarios(start_ms, end_ms, n)
         due = self._pending["t"] <= end_ms
         scenario_rows, self._pending = self._pending.take(due), self._pending.take(~due)
         scenario_rows = scenario_rows.with_columns(arrival=self._delayed(scenario_rows["t"]))
-        rows = Rows.concat([self._carry, honest, scenario_rows])
-        rows = rows.take(np.argsort(rows["arrival"], kind="stable"))
-        # Rows of later steps arrive after end_ms: their event times are after it.
-        cut = int(np.searchsorted(rows["arrival"], end_ms, side="right"))
-        emitted, self._carry = rows.take(slice(0, cut)), rows.take(slice(cut, None))
-        encoded = self.encoder.encode(emitted)
-        return Chunk(encoded.records, self.config.start_time_ms + emitted["arrival"],
-                     encoded.marks, {**new_labels, **encoded.fault_labels})
-
-    def _next_seqs(self, n: int) -> np.ndarray:
-        first, self._next_seq = self._next_seq, self._next_seq + n
-        return np.arange(first, first + n, dtype=np.int64)
-
-    def _next_labels(self, n: int) -> np.ndarray:
-        first, self._next_label = self._next_label, self._next_label + n
-        return np.arange(first, first + n, dtype=np.int64)
+        emitted, self._carry = arrived_by(end_ms, self._carry, honest, scenario_rows)
+        return self.encoder.encode(emitted).chunk(
+            self.config.start_time_ms + emitted["arrival"], new_labels)
 
     def _delayed(self, t: np.ndarray) -> np.ndarray:
         return t + self.rng.uniform(0, self.config.faults.disorder_ms, len(t))
@@ -174,27 +158,21 @@ class FraudGenerator:
         """Makes a few rows late or bad; appends re-sent duplicates."""
         faults, n = self.config.faults, len(honest)
         u, fault_u = self.rng.random(n), self.rng.random(n)
-        bad = u < faults.bad_fraction
-        late = (u >= faults.bad_fraction) & (u < faults.bad_fraction + faults.late_fraction)
-        dup = (u >= faults.bad_fraction + faults.late_fraction) & \
-            (u < faults.bad_fraction + faults.late_fraction + faults.duplicate_fraction)
+        bad, late, dup = fault_masks(
+            u, (faults.bad_fraction, faults.late_fraction, faults.duplicate_fraction))
         fault = np.zeros(n, np.int64)
-        fault[bad] = self._bad_codes[self.rng.integers(0, len(self._bad_codes), bad.sum())]
+        fault[bad] = self._bad_codes.draw(self.rng, bad.sum())
         fault[late] = LATE
         # A late row arrives on time but claims an event time far in the past.
         event_ms = honest["event_ms"].copy()
         event_ms[late] -= self.rng.integers(faults.late_by_ms[0], faults.late_by_ms[1] + 1,
                                             late.sum())
         label = honest["label"].copy()
-        label[bad | late] = self._next_labels(int((bad | late).sum()))
+        label[bad | late] = self._labels.issue(int((bad | late).sum()))
         rows = honest.with_columns(event_ms=event_ms, label=label, fault=fault, fault_u=fault_u)
-        # A duplicate is re-sent after its original, yet within the disorder window.
         originals = rows.take(dup)
-        resent_at = originals["arrival"] + self.rng.random(len(originals)) * (
-            originals["t"] + faults.disorder_ms - originals["arrival"])
-        copies = originals.with_columns(
-            arrival=resent_at, fault=np.full(len(originals), DUPLICATE),
-            label=self._next_labels(len(originals)))
+        copies = resent(self.rng, originals, originals["t"] + faults.disorder_ms,
+                        self._labels.issue(len(originals)))
         return Rows.concat([rows, copies])
 
     def _plan_scenarios(self, start_ms: float, end_ms: float, honest: int
@@ -203,7 +181,7 @@ class FraudGenerator:
         for scenario in SCENARIOS:
             count = self.rng.poisson(getattr(self.config.scenarios, scenario) * honest / 10_000)
             for start_t in np.sort(self.rng.uniform(start_ms, end_ms, count)):
-                label_no = int(self._next_labels(1)[0])
+                label_no = int(self._labels.issue(1)[0])
                 plan = self.planner.plan(scenario, float(start_t), label_no)
                 labels[label_no] = plan.label
                 planned.append(plan.rows)
@@ -211,20 +189,6 @@ class FraudGenerator:
         return labels
 
 
-@dataclass(frozen=True)
-class GeneratedRun:
-    """A finite run in memory (tests, benchmarks): records, their labels, the counts."""
-
-    records: list
-    labels: list[dict[str, Any]]
-    summary: dict[str, Any]
-
-
 def generate(config: GeneratorConfig, count: int) -> GeneratedRun:
     """The first ``count`` records of ``config``'s stream, labelled; no Kafka, no files."""
-    book, records, labels = LabelBook(), [], []
-    for chunk, emitted in take(FraudGenerator(config).chunks(), count=count):
-        records.extend(chunk.records[:emitted])
-        labels.extend(book.add(chunk, emitted))
-    labels.extend(book.close())
-    return GeneratedRun(records, labels, book.summary())
+    return collect(FraudGenerator(config).chunks(), count)

@@ -2,7 +2,8 @@
 
 A bad record is an honest transaction's JSON, corrupted one way. ``corrupt`` is a pure
 function of the value, the reason and one uniform draw ``u`` (which picks the field or
-variant), so the same seed corrupts the same way.
+variant), so the same seed corrupts the same way (the pieces every app shares are in
+shared/generation/faults).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+
+from shared.generation.faults import pick, truncated, without
 
 MALFORMED_JSON = "malformed_json"
 MISSING_FIELD = "missing_field"
@@ -27,14 +30,10 @@ YEAR_MS = 365.25 * 24 * 3600 * 1000
 FUTURE_YEARS = (1.0, 100.0)  # far beyond any clock skew an app should tolerate
 
 
-def _pick(options: tuple, u: float) -> Any:
-    return options[min(int(u * len(options)), len(options) - 1)]
-
-
 def _wrong_type(record: dict[str, Any], u: float) -> dict[str, Any]:
     # Non-numeric text in a numeric field: no JSON reader can coerce it (Spark's cannot
     # even coerce "12.5"; these are unambiguous for any consumer).
-    field = _pick(("amount", "event_time_ms", "lat", "lon"), u)
+    field = pick(("amount", "event_time_ms", "lat", "lon"), u)
     text = {"amount": f"{record['amount']} {record['currency']}",
             "event_time_ms": "2026-01-01T00:00:00Z",
             "lat": f"{abs(record['lat'])}{'N' if record['lat'] >= 0 else 'S'}",
@@ -52,13 +51,10 @@ def _out_of_range(record: dict[str, Any], u: float) -> dict[str, Any]:
 def corrupt(value: bytes, reason: str, u: float) -> tuple[bytes, dict[str, Any]]:
     """The bad value and the label's detail (which field, which variant)."""
     if reason == MALFORMED_JSON:
-        # Any proper prefix of a JSON object is invalid: the object never closes.
-        cut = 1 + int(u * (len(value) - 2))
-        return value[:cut], {"truncated_at": cut}
+        return truncated(value, u)
     record = orjson.loads(value)
     if reason == MISSING_FIELD:
-        field = _pick(REQUIRED_FIELDS, u)
-        return orjson.dumps({k: v for k, v in record.items() if k != field}), {"field": field}
+        return without(record, pick(REQUIRED_FIELDS, u))
     if reason == WRONG_TYPE:
         bad = _wrong_type(record, u)
         field = next(k for k in bad if bad[k] != record[k])
@@ -66,7 +62,7 @@ def corrupt(value: bytes, reason: str, u: float) -> tuple[bytes, dict[str, Any]]
     if reason == NEGATIVE_AMOUNT:
         return orjson.dumps({**record, "amount": -record["amount"]}), {"field": "amount"}
     if reason == UNKNOWN_CURRENCY:
-        code = _pick(UNKNOWN_CURRENCY_CODES, u)
+        code = pick(UNKNOWN_CURRENCY_CODES, u)
         return orjson.dumps({**record, "currency": code}), {"field": "currency", "value": code}
     if reason == COORDINATES_OUT_OF_RANGE:
         bad = _out_of_range(record, u)

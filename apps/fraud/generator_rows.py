@@ -1,13 +1,8 @@
-"""Transactions as columns of numpy arrays, and sampling of ordinary (honest) spending.
-
-A chunk of thousands of transactions is a handful of arrays, never a Python object per
-transaction, until the last step turns each row into JSON.
+"""Transactions as columns of numpy arrays (shared/generation/columns), and sampling of
+ordinary (honest) spending.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,53 +17,26 @@ from apps.fraud.generator_world import (
     Merchants,
     round_money,
 )
+from shared.generation.columns import Columns
 
 NO_LABEL = -1
-
-# t: true event time, ms since the start (float); event_ms: the epoch millis written,
-# which differs from start + t only for deliberately late events; arrival: t plus the
-# row's disorder delay (the stream is in arrival order); label: the ground-truth label
-# number (NO_LABEL for honest rows); fault and fault_u: see generator_encode.
-_DTYPES = {"card": np.int64, "seq": np.int64, "amount": np.float64, "currency": np.int64,
-           "merchant": np.int64, "lat": np.float64, "lon": np.float64,
-           "t": np.float64, "event_ms": np.int64, "arrival": np.float64,
-           "label": np.int64, "fault": np.int64, "fault_u": np.float64}
 
 # Normal spending stays within these standard deviations of the card's own habit, so a
 # spend spike (>= SPIKE_RATIO x median) is never matched by an honest purchase.
 AMOUNT_Z_RANGE = (-3.0, 2.5)
 
 
-@dataclass(frozen=True)
-class Rows:
-    """Transactions as equal-length columns (see ``_DTYPES``)."""
+class Rows(Columns):
+    """Transactions as equal-length columns."""
 
-    columns: dict[str, np.ndarray]
-
-    def __len__(self) -> int:
-        return len(self.columns["seq"])
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.columns[name]
-
-    def take(self, index: np.ndarray | slice) -> Rows:
-        return Rows({name: column[index] for name, column in self.columns.items()})
-
-    def with_columns(self, **replacements: np.ndarray) -> Rows:
-        return Rows({**self.columns, **replacements})
-
-    @staticmethod
-    def empty() -> Rows:
-        return Rows({name: np.empty(0, dtype) for name, dtype in _DTYPES.items()})
-
-    @staticmethod
-    def concat(parts: Iterable[Rows]) -> Rows:
-        parts = [p for p in parts if len(p)]
-        if not parts:
-            return Rows.empty()
-        if len(parts) == 1:
-            return parts[0]
-        return Rows({name: np.concatenate([p[name] for p in parts]) for name in parts[0].columns})
+    # t: true event time, ms since the start (float); event_ms: the epoch millis written,
+    # which differs from start + t only for deliberately late events; arrival: t plus the
+    # row's disorder delay (the stream is in arrival order); label: the ground-truth label
+    # number (NO_LABEL for honest rows); fault and fault_u: see generator_encode.
+    DTYPES = {"card": np.int64, "seq": np.int64, "amount": np.float64, "currency": np.int64,
+              "merchant": np.int64, "lat": np.float64, "lon": np.float64,
+              "t": np.float64, "event_ms": np.int64, "arrival": np.float64,
+              "label": np.int64, "fault": np.int64, "fault_u": np.float64}
 
 
 class Spending:

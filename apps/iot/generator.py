@@ -1,7 +1,7 @@
 """The iot app's seeded generator: a fleet of sensors with injected episodes and faults.
 
     generator = IotGenerator(GeneratorConfig(seed=7, events_per_s=2000, devices=10_000))
-    for chunk in generator.chunks():       # endless; see apps/fraud/generator_truth.take
+    for chunk in generator.chunks():       # endless; see shared/generation/truth.take
         send(chunk.records)                # OutgoingRecord: key device id, value JSON
 
 Everything is drawn from one ``numpy.random.Generator(PCG64(seed))`` in a fixed order,
@@ -11,7 +11,7 @@ gives byte-identical records. Each step covers a span of event time: it plans ep
 few readings on purpose (late, duplicated, bad) and emits, in arrival order, the rows
 that arrive within the span. A reading arrives up to ``disorder_ms`` after it was taken;
 a device's clock may be skewed by up to ``max_skew_ms``. Ground truth travels with the
-chunk (apps/fraud/generator_truth: Chunk, Mark, LabelBook are app-neutral).
+chunk (shared/generation/truth).
 """
 
 from __future__ import annotations
@@ -23,14 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from apps.fraud.generator import GeneratedRun
-from apps.fraud.generator_truth import Chunk, LabelBook, take
-from apps.iot.generator_encode import BAD_BASE, DUPLICATE, LATE, SEQ_BAD, Encoder
+from apps.iot.generator_encode import SEQ_BAD, Encoder
 from apps.iot.generator_episodes import EpisodeRates, Episodes
 from apps.iot.generator_faults import BAD_REASONS, SEQ_NOT_INCREASING
 from apps.iot.generator_fleet import JITTER_SHARE, SEQ_FLOOR, build_fleet
 from apps.iot.generator_rows import NO_LABEL, Readings
 from apps.iot.reference import METRICS
+from shared.generation.arrival import arrived_by
+from shared.generation.columns import Numbering
+from shared.generation.faults import LATE, BadCodes, fault_masks, rate_problems, resent
+from shared.generation.truth import Chunk, GeneratedRun, collect
 
 DEFAULT_START_TIME_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 _MIN = np.array([m.min for m in METRICS])
@@ -80,12 +82,7 @@ def _problems(config: GeneratorConfig) -> list[str]:
         problems.append("events_per_s, devices and chunk_size must be > 0")
     if config.period_spread < 1:
         problems.append("period_spread must be >= 1")
-    if min(fractions) < 0 or sum(fractions) >= 0.5:
-        problems.append("fault fractions must be >= 0 and sum to less than 0.5")
-    if not faults.bad_reasons or not set(faults.bad_reasons) <= set(BAD_REASONS):
-        problems.append(f"bad_reasons must be some of {BAD_REASONS}")
-    if not 0 < faults.late_by_ms[0] <= faults.late_by_ms[1]:
-        problems.append("late_by_ms must be (low, high) with 0 < low <= high")
+    problems += rate_problems(fractions, faults.bad_reasons, BAD_REASONS, faults.late_by_ms)
     if min(faults.disorder_ms, faults.max_skew_ms) < 0:
         problems.append("disorder_ms and max_skew_ms must be >= 0")
     return problems
@@ -105,16 +102,16 @@ class IotGenerator:
         self.fleet = build_fleet(self.rng, config.devices, honest_rate, config.period_spread,
                                  faults.skewed_share, faults.max_skew_ms)
         self.encoder = Encoder(self.fleet.device_type, self.fleet.site)
+        self._labels = Numbering()
         self.episodes = Episodes(self.fleet, config.episodes, config.start_time_ms,
-                                 self._next_labels)
+                                 self._labels.issue)
         self._devices = np.arange(config.devices)
         self._next_k = np.zeros(config.devices, np.int64)  # each device's next report
         self._low_seq = np.full(config.devices, SEQ_FLOOR - 1, np.int64)  # for bad seqs
         self._span_ms = 1000.0 * config.chunk_size / config.events_per_s
         self._now_ms = 0.0  # event time reached, ms since start_time_ms
-        self._next_label = 0
         self._carry = Readings.empty()  # rows whose arrival falls in a later step
-        self._bad_codes = np.array([BAD_BASE + BAD_REASONS.index(r) for r in faults.bad_reasons])
+        self._bad_codes = BadCodes(faults.bad_reasons, BAD_REASONS)
 
     @property
     def max_report_gap_s(self) -> float:
@@ -130,18 +127,9 @@ class IotGenerator:
         self._now_ms = end_ms = start_ms + self._span_ms
         new_labels = self.episodes.plan(self.rng, self._next_k, start_ms, end_ms)
         rows = self._break_some(self.episodes.apply(self._reports(end_ms), self.rng))
-        rows = Readings.concat([self._carry, rows])
-        rows = rows.take(np.argsort(rows["arrival"], kind="stable"))
-        # Rows of later steps are taken at or after end_ms, so arrive after it.
-        cut = int(np.searchsorted(rows["arrival"], end_ms, side="right"))
-        emitted, self._carry = rows.take(slice(0, cut)), rows.take(slice(cut, None))
-        encoded = self.encoder.encode(emitted)
-        return Chunk(encoded.records, self.config.start_time_ms + emitted["arrival"],
-                     encoded.marks, {**new_labels, **encoded.fault_labels})
-
-    def _next_labels(self, n: int) -> np.ndarray:
-        first, self._next_label = self._next_label, self._next_label + n
-        return np.arange(first, first + n, dtype=np.int64)
+        emitted, self._carry = arrived_by(end_ms, self._carry, rows)
+        return self.encoder.encode(emitted).chunk(
+            self.config.start_time_ms + emitted["arrival"], new_labels)
 
     def _reports(self, end_ms: float) -> Readings:
         """Every reading of every report due before ``end_ms``, healthy values."""
@@ -175,12 +163,11 @@ class IotGenerator:
         event_ms = self.config.start_time_ms + np.floor(
             rows["t"] + self.fleet.skew_ms[rows["dev"]]).astype(np.int64)
         u, fault_u = rng.random(n), rng.random(n)
-        u[rows["label"] != NO_LABEL] = 1.0  # episode readings stay as planned
-        bounds = np.cumsum([faults.bad_fraction, faults.late_fraction, faults.duplicate_fraction])
-        bad, late = u < bounds[0], (u >= bounds[0]) & (u < bounds[1])
-        dup = (u >= bounds[1]) & (u < bounds[2])
+        bad, late, dup = fault_masks(  # episode readings stay as planned
+            u, (faults.bad_fraction, faults.late_fraction, faults.duplicate_fraction),
+            exempt=rows["label"] != NO_LABEL)
         fault = np.zeros(n, np.int64)
-        fault[bad] = self._bad_codes[rng.integers(0, len(self._bad_codes), bad.sum())]
+        fault[bad] = self._bad_codes.draw(rng, bad.sum())
         reseq = fault == SEQ_BAD  # the reading stays; a copy with a lower seq follows
         fault[reseq] = 0
         bad &= ~reseq
@@ -188,19 +175,13 @@ class IotGenerator:
         arrival = rows["arrival"].copy()
         arrival[late] = rows["t"][late] + rng.uniform(*faults.late_by_ms, late.sum())
         label = rows["label"].copy()
-        label[bad | late] = self._next_labels(int((bad | late).sum()))
+        label[bad | late] = self._labels.issue(int((bad | late).sum()))
         rows = rows.with_columns(value=value, event_ms=event_ms, arrival=arrival, label=label,
                                  fault=fault, fault_u=fault_u)
-        return Readings.concat([rows, self._duplicates(rows.take(dup)),
-                                self._seq_copies(rows.take(reseq))])
-
-    def _duplicates(self, originals: Readings) -> Readings:
-        """Re-sent after the original, yet within the disorder window."""
-        window_end = originals["t"] + self.config.faults.disorder_ms
-        resent = originals["arrival"] + self.rng.random(len(originals)) * (
-            window_end - originals["arrival"])
-        return originals.with_columns(arrival=resent, fault=np.full(len(originals), DUPLICATE),
-                                      label=self._next_labels(len(originals)))
+        originals = rows.take(dup)
+        copies = resent(rng, originals, originals["t"] + faults.disorder_ms,
+                        self._labels.issue(len(originals)))
+        return Readings.concat([rows, copies, self._seq_copies(rows.take(reseq))])
 
     def _seq_copies(self, originals: Readings) -> Readings:
         """The reading again, up to a second later, with a seq never used and below
@@ -217,7 +198,7 @@ class IotGenerator:
         return originals.with_columns(
             seq=seq, t=t, event_ms=originals["event_ms"] + later,
             arrival=t + self.rng.uniform(0, self.config.faults.disorder_ms, n),
-            fault=np.full(n, SEQ_BAD), label=self._next_labels(n))
+            fault=np.full(n, SEQ_BAD), label=self._labels.issue(n))
 
 
 def _expand(first: np.ndarray, offset: np.ndarray, counts: np.ndarray
@@ -230,9 +211,4 @@ def _expand(first: np.ndarray, offset: np.ndarray, counts: np.ndarray
 
 def generate(config: GeneratorConfig, count: int) -> GeneratedRun:
     """The first ``count`` records of ``config``'s stream, labelled; no Kafka, no files."""
-    book, records, labels = LabelBook(), [], []
-    for chunk, emitted in take(IotGenerator(config).chunks(), count=count):
-        records.extend(chunk.records[:emitted])
-        labels.extend(book.add(chunk, emitted))
-    labels.extend(book.close())
-    return GeneratedRun(records, labels, book.summary())
+    return collect(IotGenerator(config).chunks(), count)

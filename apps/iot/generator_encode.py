@@ -1,30 +1,25 @@
 """Readings to Kafka records: JSON values keyed by device id, plus the marks of labelled rows.
 
-As in the fraud generator, the JSON is built column-wise by Arrow compute (numbers to
-text, one element-wise concatenation), not per record: every string written comes from
-a fixed alphabet (ids, type and metric names), so nothing needs escaping. Bad records
-are then corrupted one by one with orjson (a few per thousand). A record's id in the
-ground truth is ``device_id:seq``, the identity the app deduplicates on.
+The JSON is built column-wise by Arrow compute (shared/generation/json_text), not per
+record. Bad records are then corrupted one by one with orjson (a few per thousand). A
+record's id in the ground truth is ``device_id:seq``, the identity the app deduplicates on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from apps.fraud.generator_truth import Mark
 from apps.iot.generator_faults import BAD_REASONS, SEQ_NOT_INCREASING, corrupt
 from apps.iot.generator_rows import NO_LABEL, Readings
 from apps.iot.reference import DEVICE_TYPE_NAMES, METRIC_NAMES
+from shared.generation.faults import BAD_BASE, DUPLICATE, LATE, NO_FAULT
+from shared.generation.json_text import concat, json_float, text
+from shared.generation.truth import Encoded, Mark, fault_label
 from shared.producer import OutgoingRecord
 
-# The "fault" column: what was done to an honest reading, if anything.
-NO_FAULT, LATE, DUPLICATE = 0, 1, 2
-BAD_BASE = 10  # BAD_BASE + i: bad record of reason BAD_REASONS[i]
 SEQ_BAD = BAD_BASE + BAD_REASONS.index(SEQ_NOT_INCREASING)
 
 _TYPE_TEXT = pa.array(DEVICE_TYPE_NAMES)
@@ -39,23 +34,6 @@ def record_id(dev: int, seq: int) -> str:
     return f"{device_id(dev)}:{seq}"
 
 
-@dataclass(frozen=True)
-class Encoded:
-    records: list[OutgoingRecord]
-    marks: list[Mark]
-    fault_labels: dict[int, dict[str, Any]]
-
-
-def _text(values: np.ndarray) -> pa.Array:
-    return pc.cast(pa.array(values), pa.string())
-
-
-def _json_float(values: np.ndarray) -> pa.Array:
-    text = _text(values)
-    integral = pc.match_substring_regex(text, r"^-?\d+$")  # "21" -> "21.0": stays a float
-    return pc.if_else(integral, pc.binary_join_element_wise(text, ".0", ""), text)
-
-
 class Encoder:
     def __init__(self, device_types: np.ndarray, sites: np.ndarray) -> None:
         self.device_ids = pa.array([device_id(d) for d in range(len(device_types))])
@@ -65,12 +43,12 @@ class Encoder:
     def encode(self, rows: Readings) -> Encoded:
         dev = pa.array(rows["dev"])
         ids = self.device_ids.take(dev)
-        json = pc.binary_join_element_wise(
+        json = concat(
             '{"device_id":"', ids, '","device_type":"', self.type_text.take(dev),
             '","site":"', self.site_text.take(dev),
             '","metric":"', _METRIC_TEXT.take(pa.array(rows["metric"])),
-            '","value":', _json_float(rows["value"]), ',"seq":', _text(rows["seq"]),
-            ',"event_time_ms":', _text(rows["event_ms"]), "}", "")
+            '","value":', json_float(rows["value"]), ',"seq":', text(rows["seq"]),
+            ',"event_time_ms":', text(rows["event_ms"]), "}")
         values = json.cast(pa.binary()).to_pylist()
         keys = ids.cast(pa.binary()).to_pylist()
         marks, fault_labels = self._label(rows, values)
@@ -88,11 +66,8 @@ class Encoder:
             if code == NO_FAULT:
                 continue  # an episode's reading: labelled when the episode was planned
             scenario, extra = self._fault(code, i, rows, values)
-            labels[label_no] = {
-                "kind": "fault", "scenario": scenario,
-                "scenario_id": f"{scenario}-{label_no:07d}", "device_id": device_id(dev),
-                "txn_ids": [record_id(dev, seq)], "event_time_ms": int(rows["event_ms"][i]),
-                **extra}
+            labels[label_no] = fault_label(scenario, label_no, "device_id", device_id(dev),
+                                           record_id(dev, seq), int(rows["event_ms"][i]), extra)
         return marks, labels
 
     @staticmethod

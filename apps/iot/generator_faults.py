@@ -1,7 +1,8 @@
 """Bad readings: each kind breaks one promise a valid sensor reading makes.
 
 ``corrupt`` is a pure function of the value, the reason and one uniform draw ``u``
-(which picks the field or variant), so the same seed corrupts the same way. A
+(which picks the field or variant), so the same seed corrupts the same way (the pieces
+every app shares are in shared/generation/faults). A
 non-increasing seq is no corruption of bytes: it is a whole extra reading, made by the
 generator (see ``generator.IotGenerator._break_some``).
 """
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 
 from apps.iot.reference import METRIC_BY_NAME
+from shared.generation.faults import pick, truncated, without
 
 MALFORMED_JSON = "malformed_json"
 MISSING_ID = "missing_id"
@@ -33,10 +35,6 @@ SANE_EVENT_TIME_MS = (1_577_836_800_000, 4_102_444_800_000)  # 2020-01-01, 2100-
 _PLACEHOLDER = "__value__"
 
 
-def _pick(options: tuple, u: float) -> Any:
-    return options[min(int(u * len(options)), len(options) - 1)]
-
-
 def _out_of_range(metric: str, u: float) -> float:
     """Beyond the metric's range by 1% to 100% of its span, above or below."""
     known = METRIC_BY_NAME[metric]
@@ -55,20 +53,18 @@ def _insane_time(u: float) -> int:
 def corrupt(value: bytes, reason: str, u: float) -> tuple[bytes, dict[str, Any]]:
     """The bad value and the label's detail (which field, which variant)."""
     if reason == MALFORMED_JSON:
-        cut = 1 + int(u * (len(value) - 2))  # a proper prefix never closes the object
-        return value[:cut], {"truncated_at": cut}
+        return truncated(value, u)
     record = orjson.loads(value)
     if reason == MISSING_ID:
-        field = _pick(ID_FIELDS, u)
-        return orjson.dumps({k: v for k, v in record.items() if k != field}), {"field": field}
+        return without(record, pick(ID_FIELDS, u))
     if reason == UNKNOWN_METRIC:
-        name = _pick(UNKNOWN_METRICS, u)
+        name = pick(UNKNOWN_METRICS, u)
         return orjson.dumps({**record, "metric": name}), {"field": "metric", "value": name}
     if reason == VALUE_OUT_OF_RANGE:
         bad = _out_of_range(record["metric"], u)
         return orjson.dumps({**record, "value": bad}), {"field": "value", "value": bad}
     if reason == VALUE_NOT_FINITE:
-        token = _pick(NOT_FINITE, u)
+        token = pick(NOT_FINITE, u)
         text = orjson.dumps({**record, "value": _PLACEHOLDER})
         return text.replace(f'"{_PLACEHOLDER}"'.encode(), token), {"value": token.decode()}
     if reason == EVENT_TIME_OUT_OF_RANGE:

@@ -2,7 +2,7 @@
 instruments, with disorder, duplicates, late rows, fat fingers and bad records.
 
     generator = TradingGenerator(TradingConfig(seed=7, events_per_s=50_000))
-    for chunk in generator.chunks():       # endless; see apps/fraud/generator_truth.take
+    for chunk in generator.chunks():       # endless; see shared/generation/truth.take
         send(chunk.records)                # OutgoingRecord: key instrument, value JSON
 
 Everything is drawn from one ``numpy.random.Generator(PCG64(seed))`` in a fixed order and
@@ -21,18 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from apps.fraud.generator_truth import Chunk, LabelBook, take
-from apps.trading.generator_encode import (
-    BAD_BASE,
-    BAD_REASONS,
-    CANCELLATION,
-    DUPLICATE,
-    FAT_FINGER,
-    LATE,
-    Encoder,
-)
+from apps.trading.generator_encode import BAD_REASONS, CANCELLATION, FAT_FINGER, Encoder
 from apps.trading.generator_rows import CANCEL, NO_LABEL, TRADE, PriceWalk, Rows, venue_sequences
 from apps.trading.reference import VENUES, Instruments, SessionCalendar
+from shared.generation.arrival import arrived_by
+from shared.generation.columns import Numbering
+from shared.generation.faults import LATE, BadCodes, fault_masks, resent
+from shared.generation.truth import Chunk, GeneratedRun, collect
 
 DEFAULT_START_TIME_MS = 1_767_274_200_000  # 2026-01-01T13:30:00Z, a session's open
 BUSY_MULTIPLIER, BUSY_SHARE = 4.0, 0.2  # a busy regime trades 4x as fast, 20% of chunks
@@ -97,11 +92,10 @@ class TradingGenerator:
         self._cumulative = np.cumsum(self.instruments.activity)
         self._tau_us = float(self.calendar.tau_ms(c.start_time_ms)) * 1000
         self._venue_seq = np.zeros(len(VENUES), np.int64)
-        self._next_tid = self._next_label = 0
+        self._tids, self._labels = Numbering(), Numbering()
         self._pending = Rows.empty()  # cancels not yet due
         self._carry = Rows.empty()  # rows whose arrival falls in a later step
-        self._bad_codes = np.array([BAD_BASE + BAD_REASONS.index(r)
-                                    for r in c.faults.bad_reasons])
+        self._bad_codes = BadCodes(c.faults.bad_reasons, BAD_REASONS)
 
     def chunks(self) -> Iterator[Chunk]:
         while True:
@@ -117,13 +111,9 @@ class TradingGenerator:
         new = Rows.concat([trades, cancels])
         new = new.take(np.argsort(new["t_us"], kind="stable"))
         new = new.with_columns(seq=venue_sequences(new["venue"], self._venue_seq))
-        rows = Rows.concat([self._carry, self._break_some(new)])
-        rows = rows.take(np.argsort(rows["arrival_ms"], kind="stable"))
-        cut = int(np.searchsorted(rows["arrival_ms"], end_ms, side="right"))
-        emitted, self._carry = rows.take(slice(0, cut)), rows.take(slice(cut, None))
-        encoded = self.encoder.encode(emitted)
-        return Chunk(encoded.records, emitted["arrival_ms"], encoded.marks,
-                     encoded.fault_labels)
+        emitted, self._carry = arrived_by(end_ms, self._carry, self._break_some(new),
+                                          arrival="arrival_ms")
+        return self.encoder.encode(emitted).chunk(emitted["arrival_ms"])
 
     def _trades(self) -> Rows:
         """A chunk of honest trades in event-time order, at the regime's pace."""
@@ -142,17 +132,12 @@ class TradingGenerator:
         venue = ins.venue_order[inst, rng.integers(0, ins.venue_count[inst])]
         zeros = np.zeros(n, np.int64)
         return Rows({
-            "inst": inst, "kind": np.full(n, TRADE, np.int8), "tid": self._next(n, "tid"),
+            "inst": inst, "kind": np.full(n, TRADE, np.int8), "tid": self._tids.issue(n),
             "venue": venue, "seq": zeros, "ticks": self.walk.prices(rng, inst),
             "size": ins.lot_size[inst] * rng.geometric(0.3, n),
             "side": rng.integers(0, 2, n).astype(np.int8), "t_us": t_us, "event_us": t_us,
             "arrival_ms": self._delayed(t_us), "label": np.full(n, NO_LABEL, np.int64),
             "fault": zeros, "fault_u": np.zeros(n)})
-
-    def _next(self, n: int, counter: str) -> np.ndarray:
-        first = getattr(self, f"_next_{counter}")
-        setattr(self, f"_next_{counter}", first + n)
-        return np.arange(first, first + n, dtype=np.int64)
 
     def _delayed(self, t_us: np.ndarray) -> np.ndarray:
         return t_us / 1000 + self.rng.uniform(0, self.config.faults.disorder_ms, len(t_us))
@@ -168,20 +153,18 @@ class TradingGenerator:
         t_us = chosen["t_us"] + np.minimum(after_us, latest).astype(np.int64)
         cancels = chosen.with_columns(
             kind=np.full(len(chosen), CANCEL, np.int8), t_us=t_us, event_us=t_us,
-            fault=np.full(len(chosen), CANCELLATION), label=self._next(len(chosen), "label"))
+            fault=np.full(len(chosen), CANCELLATION), label=self._labels.issue(len(chosen)))
         self._pending = Rows.concat([self._pending, cancels])
 
     def _break_some(self, rows: Rows) -> Rows:
         """Makes a few trades late, fat-fingered or bad; appends re-sent duplicates."""
         f, n = self.config.faults, len(rows)
         u, fault_u = self.rng.random(n), self.rng.random(n)
-        edges = np.cumsum([f.bad_fraction, f.late_fraction, f.fat_finger_fraction,
-                           f.duplicate_fraction])
-        kind = np.searchsorted(edges, u, side="right")  # 0 bad, 1 late, 2 fat, 3 dup, 4 none
-        kind[rows["kind"] == CANCEL] = 4
+        bad, late, fat, dup = fault_masks(
+            u, (f.bad_fraction, f.late_fraction, f.fat_finger_fraction, f.duplicate_fraction),
+            exempt=rows["kind"] == CANCEL)
         fault = rows["fault"].copy()
-        bad, late, fat, dup = (kind == k for k in range(4))
-        fault[bad] = self._bad_codes[self.rng.integers(0, len(self._bad_codes), bad.sum())]
+        fault[bad] = self._bad_codes.draw(self.rng, bad.sum())
         fault[late], fault[fat] = LATE, FAT_FINGER
         event_us = rows["event_us"].copy()
         event_us[late] -= self.rng.integers(*f.late_by_ms, late.sum(), endpoint=True) * 1000
@@ -189,31 +172,15 @@ class TradingGenerator:
         move = self.rng.uniform(*f.fat_finger_move, fat.sum()) * self.rng.choice([-1, 1], fat.sum())
         ticks[fat] = np.maximum(1, np.rint(ticks[fat] * (1 + move))).astype(np.int64)
         label = rows["label"].copy()
-        label[bad | late | fat] = self._next(int((bad | late | fat).sum()), "label")
+        label[bad | late | fat] = self._labels.issue(int((bad | late | fat).sum()))
         rows = rows.with_columns(event_us=event_us, ticks=ticks, label=label, fault=fault,
                                  fault_u=fault_u)
-        originals = rows.take(dup)  # re-sent after the original, within the disorder window
-        resent = originals["arrival_ms"] + self.rng.random(len(originals)) * (
-            originals["t_us"] / 1000 + f.disorder_ms - originals["arrival_ms"])
-        copies = originals.with_columns(arrival_ms=resent, fault=np.full(len(originals), DUPLICATE),
-                                        label=self._next(len(originals), "label"))
+        originals = rows.take(dup)
+        copies = resent(self.rng, originals, originals["t_us"] / 1000 + f.disorder_ms,
+                        self._labels.issue(len(originals)), arrival="arrival_ms")
         return Rows.concat([rows, copies])
-
-
-@dataclass(frozen=True)
-class GeneratedRun:
-    """A finite run in memory (tests, benchmarks): records, their labels, the counts."""
-
-    records: list
-    labels: list[dict[str, Any]]
-    summary: dict[str, Any]
 
 
 def generate(config: TradingConfig, count: int) -> GeneratedRun:
     """The first ``count`` records of ``config``'s stream, labelled; no Kafka, no files."""
-    book, records, labels = LabelBook(), [], []
-    for chunk, emitted in take(TradingGenerator(config).chunks(), count=count):
-        records.extend(chunk.records[:emitted])
-        labels.extend(book.add(chunk, emitted))
-    labels.extend(book.close())
-    return GeneratedRun(records, labels, book.summary())
+    return collect(TradingGenerator(config).chunks(), count)

@@ -1,59 +1,30 @@
-"""Trades and cancels as columns of numpy arrays, and the prices' random walk.
-
-A chunk of thousands of trades is a handful of arrays; only the encoder makes one
-Python object per record.
+"""Trades and cancels as columns of numpy arrays (shared/generation/columns), and the
+prices' random walk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-
 import numpy as np
+
+from shared.generation.columns import Columns
 
 NO_LABEL = -1
 TRADE, CANCEL = 0, 1
 
-# inst: index into the reference list; kind: TRADE or CANCEL; tid: the trade number (a
-# cancel's is the trade it cancels); venue: index into VENUES; seq: the venue's sequence
-# number; ticks: price in ticks; t_us: true event time, epoch us; event_us: the event time
-# written (earlier than t_us only for deliberately late rows); arrival_ms: t_us plus the
-# row's disorder delay (the stream is in arrival order); label, fault, fault_u: see
-# generator_encode.
-DTYPES = {"inst": np.int64, "kind": np.int8, "tid": np.int64, "venue": np.int64,
-          "seq": np.int64, "ticks": np.int64, "size": np.int64, "side": np.int8,
-          "t_us": np.int64, "event_us": np.int64, "arrival_ms": np.float64,
-          "label": np.int64, "fault": np.int64, "fault_u": np.float64}
 
+class Rows(Columns):
+    """Trades and cancels as equal-length columns."""
 
-@dataclass(frozen=True)
-class Rows:
-    """Records as equal-length columns (see ``DTYPES``)."""
-
-    columns: dict[str, np.ndarray]
-
-    def __len__(self) -> int:
-        return len(self.columns["tid"])
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.columns[name]
-
-    def take(self, index: np.ndarray | slice) -> Rows:
-        return Rows({name: column[index] for name, column in self.columns.items()})
-
-    def with_columns(self, **replacements: np.ndarray) -> Rows:
-        return Rows({**self.columns, **replacements})
-
-    @staticmethod
-    def empty() -> Rows:
-        return Rows({name: np.empty(0, dtype) for name, dtype in DTYPES.items()})
-
-    @staticmethod
-    def concat(parts: Iterable[Rows]) -> Rows:
-        parts = [p for p in parts if len(p)]
-        if len(parts) <= 1:
-            return parts[0] if parts else Rows.empty()
-        return Rows({name: np.concatenate([p[name] for p in parts]) for name in DTYPES})
+    # inst: index into the reference list; kind: TRADE or CANCEL; tid: the trade number (a
+    # cancel's is the trade it cancels); venue: index into VENUES; seq: the venue's sequence
+    # number; ticks: price in ticks; t_us: true event time, epoch us; event_us: the event time
+    # written (earlier than t_us only for deliberately late rows); arrival_ms: t_us plus the
+    # row's disorder delay (the stream is in arrival order); label, fault, fault_u: see
+    # generator_encode.
+    DTYPES = {"inst": np.int64, "kind": np.int8, "tid": np.int64, "venue": np.int64,
+              "seq": np.int64, "ticks": np.int64, "size": np.int64, "side": np.int8,
+              "t_us": np.int64, "event_us": np.int64, "arrival_ms": np.float64,
+              "label": np.int64, "fault": np.int64, "fault_u": np.float64}
 
 
 def group_cumsum(keys: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from apps.fraud.generator_truth import Chunk
+from shared.generation.truth import Chunk
 from shared.producer import OutgoingRecord
 
 _INTEGER = ("seq", "size", "event_time_ms", "event_time_us")

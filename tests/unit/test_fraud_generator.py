@@ -16,15 +16,14 @@ from pyspark.sql.types import DoubleType, LongType, StringType
 from apps.fraud.generator import (
     FaultRates,
     FraudGenerator,
-    GeneratedRun,
     GeneratorConfig,
     ScenarioRates,
     generate,
 )
 from apps.fraud.generator_faults import BAD_REASONS, REQUIRED_FIELDS
 from apps.fraud.generator_scenarios import SCENARIOS
-from apps.fraud.generator_truth import TruthFiles, take
 from apps.fraud.generator_world import KNOWN_CURRENCIES
+from shared.generation.truth import GeneratedRun, TruthFiles, take
 from shared.produce_cli import StopRequest, records_to_send
 from shared.registry import CARD_TRANSACTION
 

@@ -11,13 +11,13 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from apps.fraud.generator_truth import take
 from apps.iot.generator import FaultRates, GeneratorConfig, IotGenerator, generate
 from apps.iot.generator_episodes import EpisodeRates
 from apps.iot.generator_faults import BAD_REASONS, SANE_EVENT_TIME_MS
 from apps.iot.oracle import offline_alerts, screen, threshold_alerts
 from apps.iot.reference import DEVICE_TYPES, HONEST_SPREAD_SD, METRIC_BY_NAME, METRIC_NAMES
 from apps.iot.settings import IotSettings
+from shared.generation.truth import take
 from shared.registry import SENSOR_READING
 
 CONFIG = GeneratorConfig(

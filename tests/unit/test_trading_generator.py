@@ -12,13 +12,13 @@ import numpy as np
 import orjson
 import pytest
 
-from apps.fraud.generator_truth import take
-from apps.trading.generator import GeneratedRun, MarketFaults, TradingConfig, generate
+from apps.trading.generator import MarketFaults, TradingConfig, generate
 from apps.trading.generator_encode import BAD_REASONS
 from apps.trading.oracle import live_trades
 from apps.trading.reference import Instruments, price_units
 from apps.trading.replay import replay_chunks, write_records
 from apps.trading.settings import TradingRules
+from shared.generation.truth import GeneratedRun, take
 from shared.registry import TRADE
 
 CONFIG = TradingConfig(

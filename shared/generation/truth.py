@@ -6,8 +6,8 @@ planned but when emitted: each labelled record carries a :class:`Mark`, and a la
 complete once every one of its transactions has been emitted. A run that stops early
 writes its unfinished labels with ``"complete": false`` and the txn ids that did go out.
 
-Nothing here is fraud-specific (an iot or trading generator yields the same chunks); it
-could move to ``shared/`` when a second generator arrives.
+Nothing here is app-specific: the fraud, iot and trading generators all yield these
+chunks, and their encoders label faulty records with :func:`fault_label`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,30 @@ class Mark:
     index: int
     label_no: int
     txn_id: str
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """An encoder's output for a step's emitted rows: the records, the marks of the
+    labelled ones, and the labels of the faults it wrote (corrupted, late, ...)."""
+
+    records: list[OutgoingRecord]
+    marks: list[Mark]
+    fault_labels: dict[int, dict[str, Any]]
+
+    def chunk(self, arrival_ms: np.ndarray, new_labels: dict[int, dict[str, Any]] | None = None
+              ) -> Chunk:
+        """The step's chunk: ``new_labels`` (planned this step) and the fault labels."""
+        return Chunk(self.records, arrival_ms, self.marks,
+                     {**(new_labels or {}), **self.fault_labels})
+
+
+def fault_label(scenario: str, label_no: int, key_field: str, key: str, record_id: str,
+                event_time_ms: int, extra: dict[str, Any]) -> dict[str, Any]:
+    """The label of one faulty record (late, duplicate, bad, ...), in the layout every
+    app's labels.jsonl uses; ``key_field`` names the record's key (card_id, ...)."""
+    return {"kind": "fault", "scenario": scenario, "scenario_id": f"{scenario}-{label_no:07d}",
+            key_field: key, "txn_ids": [record_id], "event_time_ms": event_time_ms, **extra}
 
 
 @dataclass(frozen=True)
@@ -66,6 +90,25 @@ def take(chunks: Iterable[Chunk], count: int | None = None,
             yield chunk, emit
         if emit < len(chunk.records) or remaining == 0:
             return
+
+
+@dataclass(frozen=True)
+class GeneratedRun:
+    """A finite run in memory (tests, benchmarks): records, their labels, the counts."""
+
+    records: list[OutgoingRecord]
+    labels: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+
+def collect(chunks: Iterable[Chunk], count: int) -> GeneratedRun:
+    """The first ``count`` records of a chunk stream, labelled; no Kafka, no files."""
+    book, records, labels = LabelBook(), [], []
+    for chunk, emitted in take(chunks, count=count):
+        records.extend(chunk.records[:emitted])
+        labels.extend(book.add(chunk, emitted))
+    labels.extend(book.close())
+    return GeneratedRun(records, labels, book.summary())
 
 
 class LabelBook:
