@@ -37,13 +37,14 @@ class FraudHarness:
         self.late: list[dict] = []
 
     def run_batch(self, transactions: list[dict], control: list[dict] | None = None,
-                  processing_time_ms: int = 0) -> pd.DataFrame:
+                  processing_time_ms: int = 0, idle_after: bool = True) -> pd.DataFrame:
         """Alerts of one micro-batch; transactions Spark would drop are kept in ``late``."""
-        watermark = self.engine.watermark_ms
+        watermark = self.engine.late_watermark_ms
         self.late += [t for t in transactions if t["event_time_ms"] <= watermark]
         frame = as_frame(transactions)
         controls = None if not control else pd.DataFrame(control)
-        return self.engine.run_batch(frame, controls, processing_time_ms=processing_time_ms)
+        return self.engine.run_batch(frame, controls, processing_time_ms=processing_time_ms,
+                                     idle_after=idle_after)
 
     def advance_watermark(self, to_ms: int) -> pd.DataFrame:
         return self.engine.advance_watermark(to_ms)

@@ -36,7 +36,7 @@ class IotHarness:
     def run_batch(self, readings: list[dict], control: list[dict] | None = None,
                   processing_time_ms: int = 0) -> pd.DataFrame:
         """Output rows of one micro-batch (and of the no-data batch after it)."""
-        watermark = self.engine.watermark_ms
+        watermark = self.engine.late_watermark_ms
         self.late += [r for r in readings if r["event_time_ms"] <= watermark]
         controls = None if not control else pd.DataFrame(control)
         frame = as_frame(readings) if readings else None

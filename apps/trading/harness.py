@@ -49,7 +49,7 @@ class TradingHarness:
         """One micro-batch's output rows (all routes)."""
         passed = [r for r in records if self._passes_gate(r)]
         self.rejected += [r for r in records if not self._passes_gate(r)]
-        watermark = self.engine.watermark_ms
+        watermark = self.engine.late_watermark_ms
         self.late += [r for r in passed if r["event_time_ms"] <= watermark]
         if not passed:
             return self.engine.advance_watermark(watermark)

@@ -65,7 +65,8 @@ def run_bucket_batch(processor: BucketedProcessor, bucket: int, stored: StoredBu
     spec = processor.spec
     merged = merge_control(spec.control, control, new_control)
     latest = control if merged is None else merged
-    live, expired = split_expired(spec, stored, clock.watermark_ms)
+    rows = _keyed_rows(rows, spec)
+    live, expired = split_expired(spec, stored, clock.watermark_ms, rows)
     ctx = BucketContext(
         bucket=bucket, watermark_ms=clock.watermark_ms,
         processing_time_ms=clock.processing_time_ms,
@@ -80,7 +81,6 @@ def run_bucket_batch(processor: BucketedProcessor, bucket: int, stored: StoredBu
             expired = apply_decision(spec, expired, decision)
             outputs.append(decision.outputs)
         outputs.append(processor.on_expire(_app_view(expired), ctx))
-    rows = _keyed_rows(rows, spec)
     if rows is not None:
         update = processor.update(_app_view(live), rows, ctx)
         live = apply_update(spec, live, update, rows, clock)
@@ -115,13 +115,24 @@ def merge_control(spec: ControlSpec | None, stored: pd.DataFrame | None,
     return merged.drop_duplicates(subset=[spec.key], keep="last").reset_index(drop=True)
 
 
-def split_expired(spec: BucketedSpec, stored: StoredBucket, watermark_ms: int
+def split_expired(spec: BucketedSpec, stored: StoredBucket, watermark_ms: int,
+                  rows: pd.DataFrame | None = None
                   ) -> tuple[StoredBucket, StoredBucket | None]:
-    """(live keys, expired keys or None): expired when last event + idle <= watermark."""
+    """(live keys, expired keys or None): expired when last event + idle <= watermark,
+    unless a row of this batch continues the key's life (comes before last + idle).
+
+    Spark drops rows as late against the *previous* batch's watermark but runs the
+    batch at its own, newer one: a row between the two is on time, and if it is within
+    the idle expiry of the key's last event the key has not been idle that long."""
     idle_ms = spec.idle_expiry_ms
     if idle_ms is None or watermark_ms < 0 or not len(stored.keys):
         return stored, None
-    gone = (stored.keys[LAST_EVENT_MS].to_numpy() + idle_ms) <= watermark_ms
+    expires_at = stored.keys[LAST_EVENT_MS].to_numpy() + idle_ms
+    gone = expires_at <= watermark_ms
+    if gone.any() and rows is not None:
+        first_row_ms = rows.groupby(list(spec.key_columns), sort=False)[EVENT_MS_COLUMN].min()
+        first_row_ms = first_row_ms.reindex(stored.keys.index).to_numpy(dtype="float64")
+        gone &= ~(first_row_ms < expires_at)  # NaN (no row) compares False: still gone
     if not gone.any():
         return stored, None
     gone_keys, kept_keys = stored.keys[gone], stored.keys[~gone]

@@ -52,11 +52,18 @@ class BucketedHarness:
         self.handle = MemoryHandle(self.spec.time_mode)
         self.handle.now_ms = processing_time_ms
         self.watermark_ms = 0  # Spark's first batch runs with watermark 0
+        # Spark drops rows as late against the previous batch's watermark (measured),
+        # while the batch itself runs at ``watermark_ms``.
+        self.late_watermark_ms = 0
         self._runner: BucketedStatefulProcessor | None = None
 
     def run_batch(self, rows: pd.DataFrame | None = None, control: pd.DataFrame | None = None,
-                  processing_time_ms: int | None = None) -> pd.DataFrame:
-        """One micro-batch; returns its output (and a following no-data batch's)."""
+                  processing_time_ms: int | None = None, idle_after: bool = True
+                  ) -> pd.DataFrame:
+        """One micro-batch; returns its output and, with ``idle_after``, that of the
+        no-data batch Spark runs when the watermark moved and no data is waiting.
+        Without it the next batch follows at once (a busy stream): its rows are then
+        judged late against this batch's watermark, while it runs at the moved one."""
         if processing_time_ms is not None:
             self.handle.now_ms = processing_time_ms
         rows = None if rows is None else self._with_layer_columns(rows)
@@ -70,10 +77,14 @@ class BucketedHarness:
             outputs += runner.handleInputRows(
                 self.handle.key, iter([group.reset_index(drop=True)]), self._timer_values())
         outputs += self._fire_timers()
+        self.late_watermark_ms = self.watermark_ms
         if self.spec.time_mode == "EventTime" and len(rows):
             # Spark's watermark sees every row, late ones included.
-            outputs += self._move_watermark(
-                max(self.watermark_ms, int(rows[EVENT_MS_COLUMN].max()) - self._delay_ms))
+            moved_to = max(self.watermark_ms, int(rows[EVENT_MS_COLUMN].max()) - self._delay_ms)
+            if idle_after:
+                outputs += self._move_watermark(moved_to)
+            else:
+                self.watermark_ms = moved_to
         return _concat(outputs)
 
     def advance_watermark(self, to_ms: int) -> pd.DataFrame:
@@ -132,7 +143,7 @@ class BucketedHarness:
     def _on_time(self, rows: pd.DataFrame) -> pd.DataFrame:
         if self.spec.time_mode != "EventTime":
             return rows
-        return rows[~(rows[EVENT_MS_COLUMN] <= self.watermark_ms)]
+        return rows[~(rows[EVENT_MS_COLUMN] <= self.late_watermark_ms)]
 
     def _union(self, rows: pd.DataFrame, control: pd.DataFrame | None) -> pd.DataFrame:
         parts = [rows]
@@ -161,7 +172,9 @@ class BucketedHarness:
         return self._runner
 
     def _move_watermark(self, to_ms: int) -> list[pd.DataFrame]:
+        """A no-data batch at ``to_ms``: the next batch's late rows are judged by it."""
         moved, self.watermark_ms = to_ms > self.watermark_ms, to_ms
+        self.late_watermark_ms = to_ms
         return self._fire_timers() if moved else []
 
     def _timer_values(self) -> TimerValues:

@@ -35,7 +35,9 @@ def app_alerts(harness: FraudHarness, transactions: list[dict], rng: random.Rand
     alerts, position = [], 0
     while position < len(transactions):
         size = rng.randint(1, 400)  # batch boundaries anywhere
-        alerts.append(harness.run_batch(transactions[position:position + size]))
+        # Sometimes the next batch follows at once (no no-data batch between).
+        alerts.append(harness.run_batch(transactions[position:position + size],
+                                        idle_after=rng.random() < 0.5))
         position += size
     alerts.append(harness.advance_watermark(10**15))  # the end of the stream decides all
     return {AlertIdentity(a.rule, a.card_id, a.txn_id)
