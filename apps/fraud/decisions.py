@@ -54,22 +54,23 @@ def _travel(tl: Timeline, ready: np.ndarray, rule: Thresholds, now: int):
 
 
 def _testing(tl: Timeline, ready: np.ndarray, rule: Thresholds, now: int):
-    probes = rule.testing_probes
+    """A cash-out (at least the large amount) with at least ``testing_probes`` small
+    transactions of the card before it within the window: honest purchases in between
+    do not hide the probes."""
     usd = tl.rows["amount_usd"].to_numpy(dtype=np.float64)
-    hit = usd[ready] >= rule.testing_large_usd
-    for k in range(1, probes + 1):
-        hit &= tl.same_card_back(ready, k)
-        hit[hit] &= usd[ready[hit] - k] < rule.testing_small_usd
-    at = ready[hit]
-    first = at - probes
-    hit = tl.event_ms[at] - tl.event_ms[first] <= rule.testing_window_ms
-    at, first = at[hit], first[hit]
+    at = ready[usd[ready] >= rule.testing_large_usd]
+    starts, ends = tl.window(at, rule.testing_window_ms)
+    small = (usd < rule.testing_small_usd).astype(np.int64)
+    hit = tl.window_sum(small, starts, ends) >= rule.testing_probes
+    at, starts, ends = at[hit], starts[hit], ends[hit]
+    ids = tl.rows["txn_id"].to_numpy()
+    probes = [[i for i in range(s, e) if small[i]] for s, e in zip(starts, ends, strict=True)]
     return alert_frame(
-        TESTING, tl.rows["card_id"].to_numpy()[at], tl.rows["txn_id"].to_numpy()[at],
-        [tl.ids(f, t + 1) for f, t in zip(first, at, strict=True)],
-        tl.event_ms[first], tl.event_ms[at], now,
-        [f"{probes} transactions under {rule.testing_small_usd} USD, then "
-         f"{u:.2f} USD" for u in usd[at]])
+        TESTING, tl.rows["card_id"].to_numpy()[at], ids[at],
+        [",".join([*ids[p], ids[t]]) for p, t in zip(probes, at, strict=True)],
+        [tl.event_ms[p[0]] for p in probes], tl.event_ms[at], now,
+        [f"{len(p)} transactions under {rule.testing_small_usd} USD, then {usd[t]:.2f} USD"
+         for p, t in zip(probes, at, strict=True)])
 
 
 def _spend(tl: Timeline, ready: np.ndarray, keys: pd.DataFrame, rule: Thresholds, now: int):

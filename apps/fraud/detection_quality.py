@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-RULE_SCENARIOS = {"velocity": "velocity_burst"}  # rule -> the scenario it should catch
+# rule -> the scenario it should catch
+RULE_SCENARIOS = {"velocity": "velocity_burst", "spend_velocity": "spend_spike",
+                  "impossible_travel": "impossible_travel", "card_testing": "card_testing"}
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,9 @@ def format_report(report: list[RuleQuality]) -> str:
     def percent(value: float | None) -> str:
         return "-" if value is None else f"{value:.1%}"
 
-    lines = [f"{'rule':<12}{'alerts':>8}{'true':>8}{'precision':>11}"
+    lines = [f"{'rule':<18}{'alerts':>8}{'true':>8}{'precision':>11}"
              f"{'scenarios':>11}{'caught':>8}{'recall':>9}"]
     for q in report:
-        lines.append(f"{q.rule:<12}{q.alerts:>8}{q.true_alerts:>8}{percent(q.precision):>11}"
+        lines.append(f"{q.rule:<18}{q.alerts:>8}{q.true_alerts:>8}{percent(q.precision):>11}"
                      f"{q.scenarios:>11}{q.caught:>8}{percent(q.recall):>9}")
     return "\n".join(lines)

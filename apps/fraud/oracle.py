@@ -76,12 +76,10 @@ def _travel(txns: list[dict], i: int, rule: Thresholds) -> bool:
 
 
 def _testing(txns: list[dict], i: int, rule: Thresholds) -> bool:
-    k = rule.testing_probes
-    if i < k or _usd(txns[i]) < rule.testing_large_usd:
+    if _usd(txns[i]) < rule.testing_large_usd:
         return False
-    probes = txns[i - k:i]
-    return (all(_usd(p) < rule.testing_small_usd for p in probes)
-            and txns[i]["event_time_ms"] - probes[0]["event_time_ms"] <= rule.testing_window_ms)
+    window = _in_window(txns, i, rule.testing_window_ms)
+    return sum(_usd(u) < rule.testing_small_usd for u in window) >= rule.testing_probes
 
 
 def _spend(txns: list[dict], rule: Thresholds, idle_expiry_ms: int) -> list[str]:

@@ -62,16 +62,12 @@ class Thresholds:
                 changes[field.name] = int(value) if field.type in ("int", int) else float(value)
         return dataclasses.replace(self, **changes) if changes else self
 
-    @property
-    def decided_tail(self) -> int:
-        """Decided transactions a card must keep: travel looks 1 back, card testing
-        ``testing_probes`` back."""
-        return max(1, self.testing_probes)
+    decided_tail = 1  # decided transactions a card keeps beyond the windows: travel's one
 
     @property
     def tail_reach_ms(self) -> int:
-        """How long a decided transaction can still matter as a predecessor."""
-        return max(self.travel_max_gap_ms, self.testing_window_ms)
+        """How long a decided transaction can still matter as travel's predecessor."""
+        return self.travel_max_gap_ms
 
     def horizon_ms(self, allowed_lateness_ms: int) -> int:
         """How far behind the watermark a card's history must reach back: the widest

@@ -19,7 +19,8 @@ def test_true_alerts_caught_scenarios_precision_and_recall():
               label("s3", ["c1"], complete=False),
               {"kind": "fault", "scenario": "late", "scenario_id": "l1", "txn_ids": ["a9"]}]
     alerts = [alert("a2"), alert("a3"), alert("x1"), alert("c1")]
-    (velocity,) = detection_quality(alerts, labels)
+    velocity, *others = detection_quality(alerts, labels)
+    assert [q.alerts for q in others] == [0, 0, 0]  # no alert of the other rules
     assert (velocity.alerts, velocity.true_alerts) == (4, 3)  # c1 is fraud, if cut short
     assert (velocity.scenarios, velocity.caught) == (2, 1)  # s2 missed; s3 incomplete
     assert velocity.precision == 0.75 and velocity.recall == 0.5
@@ -27,5 +28,5 @@ def test_true_alerts_caught_scenarios_precision_and_recall():
 
 
 def test_no_alerts_gives_no_precision_rather_than_a_division_error():
-    (velocity,) = detection_quality([], [label("s1", ["a1"])])
+    velocity = detection_quality([], [label("s1", ["a1"])])[0]
     assert velocity.precision is None and velocity.recall == 0.0

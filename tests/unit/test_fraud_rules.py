@@ -61,12 +61,17 @@ def test_card_testing_in_any_currency():
         assert alerts["txn_ids"].tolist() == [f"{card}0,{card}1,{card}2,{card}-out"]
 
 
-def test_card_testing_needs_the_probes_right_before_the_cash_out():
+def test_card_testing_sees_probes_among_honest_purchases_but_only_within_its_window():
     harness = FraudHarness()
     probes = [txn(f"p{i}", T0 + i * MINUTE, 1.0) for i in range(3)]
-    harness.run_batch([*probes, txn("meal", T0 + 3 * MINUTE, 40.0),
-                       txn("out", T0 + 4 * MINUTE, 300.0)])
-    assert rules(harness.advance_watermark(T0 + HOUR), "card_testing") == []
+    alerts = pd.concat([
+        harness.run_batch([*probes, txn("meal", T0 + 3 * MINUTE, 40.0),
+                           txn("out", T0 + 4 * MINUTE, 300.0),
+                           txn("late-out", T0 + 12 * MINUTE, 300.0)]),  # p0: > 10 min back
+        harness.advance_watermark(T0 + HOUR)])
+    assert rules(alerts, "card_testing") == [("card_testing", "out")]
+    tested = alerts[alerts["rule"] == "card_testing"]
+    assert tested["txn_ids"].tolist() == ["p0,p1,p2,out"]
 
 
 def test_spend_velocity_alerts_when_the_spend_turns_hot_not_while_it_stays_hot():
@@ -99,8 +104,8 @@ def test_history_keeps_what_rules_can_use_and_an_idle_card_goes():
     harness = FraudHarness(settings)
     harness.run_batch([txn(f"t{i}", T0 + i * MINUTE) for i in range(30)])
     harness.advance_watermark(T0 + 5 * HOUR)
-    # Beyond every rule's window only the predecessors travel and card testing may use.
-    assert harness.engine.history()["txn_id"].tolist() == ["t27", "t28", "t29"]
+    # Beyond every rule's window only the predecessor travel may use.
+    assert harness.engine.history()["txn_id"].tolist() == ["t29"]
     # Nor beyond the longest look-back (travel's 12 h), once the card is seen again.
     harness.advance_watermark(T0 + 13 * HOUR)
     harness.run_batch([txn("later", T0 + 13 * HOUR + MINUTE)])
