@@ -23,6 +23,8 @@ def pipeline_figure(result: dict, app: str, out: Path) -> None:
     rates.set(title="throughput per micro-batch", xlabel="batch", ylabel="records/s")
     rates.legend(fontsize=8)
     for rule, stats in result["live"]["latency_ms"].items():
+        if not stats.get("values"):
+            continue
         values = np.sort(np.asarray(stats["values"]))
         latency.plot(values, np.linspace(0, 1, len(values)),
                      label=f"{rule}: p50 {stats['p50']} ms, p99 {stats['p99']} ms")

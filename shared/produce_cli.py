@@ -139,6 +139,7 @@ def _iot_plugin() -> GeneratorPlugin:
 def _trading_plugin() -> GeneratorPlugin:
     from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
     from apps.trading.replay import replay_chunks
+    from apps.trading.settings import minutes_of_day
     from shared.registry import TRADING
 
     def add(parser: argparse.ArgumentParser) -> None:
@@ -156,6 +157,11 @@ def _trading_plugin() -> GeneratorPlugin:
         group.add_argument("--bad-fraction", type=float, default=0.001)
         group.add_argument("--replay", type=Path, default=None, metavar="FILE",
                            help="send a recorded .parquet or .csv file of trades instead")
+        # The app's own session settings, so that generator and app agree.
+        group.add_argument("--session-open-utc",
+                           default=os.environ.get("TRADING_SESSION_OPEN_UTC", "13:30"))
+        group.add_argument("--session-close-utc",
+                           default=os.environ.get("TRADING_SESSION_CLOSE_UTC", "20:00"))
 
     def build(args: argparse.Namespace, options: RunOptions) -> GeneratorRun:
         if args.replay is not None:
@@ -164,6 +170,8 @@ def _trading_plugin() -> GeneratorPlugin:
             seed=options.seed, start_time_ms=options.start_time_ms,
             events_per_s=options.events_per_s, instruments=args.instruments,
             reference_seed=args.reference_seed,
+            session_open_min=minutes_of_day(args.session_open_utc),
+            session_close_min=minutes_of_day(args.session_close_utc),
             faults=MarketFaults(
                 disorder_ms=args.disorder_ms, cancel_fraction=args.cancel_fraction,
                 duplicate_fraction=args.duplicate_fraction, late_fraction=args.late_fraction,

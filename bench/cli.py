@@ -1,0 +1,21 @@
+"""The command line every ``bench.<app>_pipeline`` module shares."""
+
+from __future__ import annotations
+
+import argparse
+
+from bench.pipeline import AppBench, Options, run
+
+
+def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{bench.app.name}_pipeline")
+    parser.add_argument("--records", type=int, default=Options.records)
+    parser.add_argument("--batch", type=int, default=Options.batch,
+                        help="maxOffsetsPerTrigger while draining")
+    parser.add_argument("--live-s", type=int, default=Options.live_s)
+    parser.add_argument("--quick", action="store_true", help="300k records, 20 s live")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.records, args.live_s = 300_000, 20
+    run(bench, Options(records=args.records, batch=args.batch, live_s=args.live_s))
+    return 0
