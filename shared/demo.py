@@ -63,6 +63,8 @@ def demo_main(argv: Sequence[str]) -> int:
         say("starting Spark (local) and the fraud app ...")
         running = _start_app(FRAUD_APP, settings)
         say(f"producing {args.rate:,.0f} transactions/s; first results in about a minute")
+        say("change a threshold while it runs, e.g.: .venv/bin/statewise control fraud "
+            f"velocity_count 3 --topic-prefix {DEMO_PREFIX}")
         threads.append(_thread(_produce, settings, args.rate, args.cards, stop))
         threads.append(_thread(_report_progress, running, stop))
         run_until_stopped(running, stop)  # Ctrl-C: stop after the current batch
