@@ -6,11 +6,8 @@ batch of its own (counted in the checkpoint's commit log, a local folder here).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -67,35 +64,17 @@ def kill_and_restart(app: str, settings: PlatformSettings, *, kills: int, rng: r
         with open(f"{log_dir}/run-{attempt}.log", "w") as log:
             started = time.monotonic()
             before = committed_batches(settings, app)
-            # Its own process group: the driver's JVM and Python workers die with it.
             process = subprocess.Popen(_command(app), env=environment, stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True)
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             try:
                 _wait_for_new_batch(process, settings, app, before, timeout_s=240)
                 time.sleep(rng.uniform(*extra_uptime_s))
             finally:
-                kill_group(process)
+                process.kill()  # SIGKILL: no graceful stop, no flush
+                process.wait()
             report.uptimes_s.append(time.monotonic() - started)
             report.committed_at_kill.append(committed_batches(settings, app))
     return report
-
-
-def kill_group(process: subprocess.Popen, timeout_s: float = 30.0) -> None:
-    """SIGKILL the process and everything it started (no graceful stop, no flush), and
-    wait until all of it is gone: a JVM left running would still write to the
-    checkpoint while the next run starts, which a crashed machine never does."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(process.pid, 0)  # anyone left in the group?
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"processes of group {process.pid} outlived SIGKILL by {timeout_s} s")
 
 
 def catch_up(app: str, settings: PlatformSettings, **env: str) -> subprocess.CompletedProcess:
