@@ -137,7 +137,9 @@ def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
         | offline_alerts(screened, app_settings.offline_gap_ms, app_settings.idle_expiry_ms,
                          final_ms))
     kinds = Counter(a.kind for a in expected_alerts)
-    assert min(kinds["raised"], kinds["cleared"], kinds["offline"]) > 5, kinds
+    # Every kind is exercised (how many "cleared" fall before the final watermark
+    # depends on when the kills land: 4 to 10 seen).
+    assert min(kinds["raised"], kinds["cleared"], kinds["offline"]) >= 3, kinds
     got_alerts = {AlertIdentity(a["kind"], a["device_id"], a["metric"], a["at_ms"])
                   for a in alerts}
     assert sorted(got_alerts - expected_alerts) == []
