@@ -10,7 +10,9 @@ import json
 import random
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,3 +83,44 @@ def catch_up(app: str, settings: PlatformSettings, **env: str) -> subprocess.Com
     """Run ``app`` with ``--available-now``: process everything in Kafka, then exit."""
     return subprocess.run(_command(app, "--available-now"), env=settings_env(settings, **env),
                           capture_output=True, text=True, timeout=600, check=False)
+
+
+def produce_through_kills(app: str, settings: PlatformSettings, topic: str,
+                          chunks: Iterable, *, rate_per_s: float, kills: int,
+                          rng: random.Random, extra_uptime_s: tuple[float, float], log_dir,
+                          catch_up_env: dict[str, str] | None = None,
+                          min_records: int = 0, **env: str) -> tuple[ChaosReport, list]:
+    """The recovery-test skeleton every app shares: a thread produces the records of
+    ``chunks`` to ``topic`` at ``rate_per_s`` while ``app`` is killed ``kills`` times;
+    then, once at least ``min_records`` are sent (so that what the stream contains does
+    not depend on how long the kills took), production stops and the app catches up.
+    Checks that the catch-up ended well
+    and that every kill hit a running stream (each run committed batches of its own).
+    Returns the report and every record handed to the producer, in order."""
+    from shared.producer import kafka_producer, send_all
+
+    stop, sent = threading.Event(), []
+
+    def records() -> Iterator:
+        for chunk in chunks:
+            for record in chunk.records:
+                if stop.is_set():
+                    return
+                sent.append(record)
+                yield record
+
+    producer = threading.Thread(target=send_all, args=(
+        kafka_producer(settings.bootstrap_servers), topic, records()),
+        kwargs={"rate_per_s": rate_per_s})
+    producer.start()  # runs until the kills are over
+    report = kill_and_restart(app, settings, kills=kills, rng=rng,
+                              extra_uptime_s=extra_uptime_s, log_dir=log_dir, **env)
+    while len(sent) < min_records and producer.is_alive():
+        time.sleep(0.2)
+    stop.set()
+    producer.join()
+    finished = catch_up(app, settings, **(catch_up_env or {}))
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert report.committed_at_kill[0] > 0, report
+    assert report.committed_at_kill == sorted(set(report.committed_at_kill)), report
+    return report, sent

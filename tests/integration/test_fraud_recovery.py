@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -18,18 +17,17 @@ from apps.fraud.generator import FaultRates, FraudGenerator, GeneratorConfig, Sc
 from apps.fraud.oracle import AlertIdentity, fraud_alerts
 from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import Thresholds
-from shared.producer import kafka_producer, send_all
 from shared.registry import FRAUD
-from shared.testing.chaos import catch_up, kill_and_restart, last_batch_watermark_ms
+from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
 from shared.testing.kafka_tools import read_all
 
 pytestmark = pytest.mark.integration
 RATE = 150
 
 
-def live_transactions(stop: threading.Event, sent: list) -> Iterator:
+def live_transactions() -> Iterator:
     """Seeded, with event time starting now: bursts, disorder, duplicates, late and bad
-    records, until ``stop``; every record handed to the producer is kept in ``sent``."""
+    records."""
     config = GeneratorConfig(
         seed=7, start_time_ms=int(time.time() * 1000), events_per_s=RATE, cards=100_000,
         # Every fraud kind, its gaps scaled down so that many complete within the test.
@@ -37,32 +35,16 @@ def live_transactions(stop: threading.Event, sent: list) -> Iterator:
                                 spend_spike=60.0, impossible_travel=60.0, card_testing=60.0,
                                 gap_scale=0.1),
         faults=FaultRates(late_fraction=0.005, duplicate_fraction=0.02, bad_fraction=0.005))
-    for chunk in FraudGenerator(config).chunks():
-        for record in chunk.records:
-            if stop.is_set():
-                return
-            sent.append(record)
-            yield record
+    return FraudGenerator(config).chunks()
 
 
 def test_alerts_survive_three_kills(kafka_settings, create_topics, tmp_path):
     create_topics(FRAUD.all())
     settings, prefix = kafka_settings, kafka_settings.topic_prefix
-    stop, records = threading.Event(), []
-    producer = threading.Thread(target=send_all, args=(
-        kafka_producer(settings.bootstrap_servers), FRAUD.inputs[0].qualified(prefix),
-        live_transactions(stop, records)), kwargs={"rate_per_s": RATE})
-    producer.start()  # runs until the kills are over
-    report = kill_and_restart("fraud", settings, kills=3, rng=random.Random(11),
-                              extra_uptime_s=(0, 8), log_dir=tmp_path,
-                              STATEWISE_MAX_OFFSETS_PER_TRIGGER="2000")
-    stop.set()
-    producer.join()
-    finished = catch_up("fraud", settings)
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    # Every kill hit a running stream: each run had committed batches of its own.
-    assert report.committed_at_kill[0] > 0, report
-    assert report.committed_at_kill == sorted(set(report.committed_at_kill)), report
+    _, records = produce_through_kills(
+        "fraud", settings, FRAUD.inputs[0].qualified(prefix), live_transactions(),
+        rate_per_s=RATE, kills=3, rng=random.Random(11), extra_uptime_s=(0, 8),
+        log_dir=tmp_path, STATEWISE_MAX_OFFSETS_PER_TRIGGER="2000")
 
     bootstrap = settings.bootstrap_servers
     alerts = [r.json() for r in read_all(bootstrap, FRAUD.outputs[0].qualified(prefix))]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,9 +25,8 @@ from apps.iot.oracle import (
 )
 from apps.iot.screening import OUT_OF_RANGE, SEQ_NOT_INCREASING
 from apps.iot.settings import IotSettings
-from shared.producer import kafka_producer, send_all
 from shared.registry import IOT
-from shared.testing.chaos import catch_up, kill_and_restart, last_batch_watermark_ms
+from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
 from shared.testing.kafka_tools import read_all
 
 pytestmark = pytest.mark.integration
@@ -43,10 +41,10 @@ APP = {"IOT_ROLLING_INTERVALS": "20,60", "IOT_HOT_DURATION_S": "20",
        "IOT_OFFLINE_GAP_S": "30", "IOT_STATE_BUCKETS": "8"}
 
 
-def live_fleet(stop: threading.Event, sent: list) -> Iterator:
+def live_fleet() -> Iterator:
     """Seeded, with event time starting now: 300 devices with hot, stuck and offline
     episodes (half of them buffering, then flushing late), disorder, duplicates, late and
-    bad records, until ``stop``; every record handed to the producer is kept in ``sent``."""
+    bad records."""
     config = GeneratorConfig(
         seed=7, start_time_ms=int(time.time() * 1000), events_per_s=RATE, devices=300,
         chunk_size=1024,
@@ -55,12 +53,7 @@ def live_fleet(stop: threading.Event, sent: list) -> Iterator:
                               offline_s=(45.0, 110.0), flush_spread_ms=2_000),
         faults=FaultRates(late_fraction=0.005, late_by_ms=(40_000, 80_000),
                           duplicate_fraction=0.02, bad_fraction=0.01))
-    for chunk in IotGenerator(config).chunks():
-        for record in chunk.records:
-            if stop.is_set():
-                return
-            sent.append(record)
-            yield record
+    return IotGenerator(config).chunks()
 
 
 def app_dead_letters(records) -> list[dict]:
@@ -80,21 +73,12 @@ def app_dead_letters(records) -> list[dict]:
 def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
     create_topics(IOT.all())
     settings, prefix = kafka_settings, kafka_settings.topic_prefix
-    stop, records = threading.Event(), []
-    producer = threading.Thread(target=send_all, args=(
-        kafka_producer(settings.bootstrap_servers), IOT.inputs[0].qualified(prefix),
-        live_fleet(stop, records)), kwargs={"rate_per_s": RATE})
-    producer.start()  # runs until the kills are over
-    report = kill_and_restart("iot", settings, kills=3, rng=random.Random(11),
-                              extra_uptime_s=(0, 8), log_dir=tmp_path,
-                              STATEWISE_MAX_OFFSETS_PER_TRIGGER="2000", **APP)
-    stop.set()
-    producer.join()
-    finished = catch_up("iot", settings, **APP)
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    # Every kill hit a running stream: each run had committed batches of its own.
-    assert report.committed_at_kill[0] > 0, report
-    assert report.committed_at_kill == sorted(set(report.committed_at_kill)), report
+    _, records = produce_through_kills(
+        "iot", settings, IOT.inputs[0].qualified(prefix), live_fleet(), rate_per_s=RATE,
+        kills=3, rng=random.Random(11), extra_uptime_s=(0, 8), log_dir=tmp_path,
+        # Two and a half minutes of fleet whatever the kills took: every alert kind.
+        catch_up_env=APP, min_records=22_500, STATEWISE_MAX_OFFSETS_PER_TRIGGER="2000",
+        **APP)
 
     bootstrap = settings.bootstrap_servers
     # The full log (compaction has not run on the active segment): every row written.

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import pickle
 import random
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -19,9 +18,8 @@ from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
 from apps.trading.oracle import bars, figures, live_trades
 from apps.trading.reference import Instruments
 from apps.trading.settings import TradingRules, TradingSettings
-from shared.producer import kafka_producer, send_all
 from shared.registry import TRADING
-from shared.testing.chaos import catch_up, kill_and_restart, last_batch_watermark_ms
+from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
 from shared.testing.kafka_tools import read_all
 
 pytestmark = pytest.mark.integration
@@ -33,37 +31,23 @@ ENV = {"TRADING_INSTRUMENTS": str(INSTRUMENTS), "TRADING_SESSION_OPEN_UTC": "00:
        "STATEWISE_MAX_OFFSETS_PER_TRIGGER": "2000"}
 
 
-def live_feed(stop: threading.Event, sent: list) -> Iterator:
+def live_feed() -> Iterator:
     config = TradingConfig(
         seed=7, start_time_ms=int(time.time() * 1000), events_per_s=RATE,
         instruments=INSTRUMENTS, session_open_min=0, session_close_min=1440,
         faults=MarketFaults(disorder_ms=500.0, duplicate_fraction=0.02, cancel_fraction=0.02,
                             cancel_after_s=(0.05, 30.0), late_fraction=0.005,
                             fat_finger_fraction=0.002, bad_fraction=0.005))
-    for chunk in TradingGenerator(config).chunks():
-        for record in chunk.records:
-            if stop.is_set():
-                return
-            sent.append(record)
-            yield record
+    return TradingGenerator(config).chunks()
 
 
 def test_figures_survive_three_kills(kafka_settings, create_topics, tmp_path):
     create_topics(TRADING.all())
     settings, prefix = kafka_settings, kafka_settings.topic_prefix
-    stop, records = threading.Event(), []
-    producer = threading.Thread(target=send_all, args=(
-        kafka_producer(settings.bootstrap_servers), TRADING.inputs[0].qualified(prefix),
-        live_feed(stop, records)), kwargs={"rate_per_s": RATE})
-    producer.start()
-    report = kill_and_restart("trading", settings, kills=3, rng=random.Random(11),
-                              extra_uptime_s=(0, 6), log_dir=tmp_path, **ENV)
-    stop.set()
-    producer.join()
-    finished = catch_up("trading", settings, **ENV)
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    assert report.committed_at_kill[0] > 0, report
-    assert report.committed_at_kill == sorted(set(report.committed_at_kill)), report
+    report, records = produce_through_kills(
+        "trading", settings, TRADING.inputs[0].qualified(prefix), live_feed(),
+        rate_per_s=RATE, kills=3, rng=random.Random(11), extra_uptime_s=(0, 6),
+        log_dir=tmp_path, catch_up_env=ENV, **ENV)
 
     bootstrap = settings.bootstrap_servers
     figure_rows = [r.json() for r in read_all(bootstrap, TRADING.outputs[0].qualified(prefix))]
