@@ -67,8 +67,10 @@ class AppDefinition:
     # (records, settings, control records or None) -> outputs; control is the app's
     # control topic, decoded, when the registry gives that topic a schema.
     build: Callable[[DataFrame, Any, DataFrame | None], list[Output]]
-    # Watermark delay, e.g. "30 seconds"; None: the app uses no event-time state.
-    allowed_lateness: Callable[[Any], str | None] = lambda settings: None
+    # Watermark delay, e.g. "30 seconds", from the settings' own ``allowed_lateness``;
+    # None (no such setting): the app uses no event-time state.
+    allowed_lateness: Callable[[Any], str | None] = (
+        lambda settings: getattr(settings, "allowed_lateness", None))
     # Which input rows the app's stateful operators drop as late (see rows_behind).
     late_rule: Callable[[Column], Column] = rows_behind
     quality_suite: Callable[[Any], Any] | None = None  # settings -> ExpectationSuite

@@ -42,7 +42,6 @@ FRAUD_APP = AppDefinition(
     topics=FRAUD,
     settings_type=FraudSettings,
     build=build,
-    allowed_lateness=lambda settings: settings.allowed_lateness,
     quality_suite=transaction_suite,
     event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
     description="per-card fraud detection (velocity, spend, travel, card testing)",

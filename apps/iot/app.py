@@ -44,7 +44,6 @@ IOT_APP = AppDefinition(
     topics=IOT,
     settings_type=IotSettings,
     build=build,
-    allowed_lateness=lambda settings: settings.allowed_lateness,
     quality_suite=reading_suite,
     event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
     description="per-device rolling averages, threshold (hysteresis) and offline alerts",

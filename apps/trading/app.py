@@ -45,7 +45,6 @@ TRADING_APP = AppDefinition(
     topics=TRADING,
     settings_type=TradingSettings,
     build=build,
-    allowed_lateness=lambda settings: settings.allowed_lateness,
     quality_suite=inline_trade_suite,
     event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
     description="per-instrument VWAPs, moving averages and OHLCV bars (exact decimals)",

@@ -100,7 +100,6 @@ CANARY = AppDefinition(
     topics=CANARY_TOPICS,
     settings_type=CanarySettings,
     build=build,
-    allowed_lateness=lambda settings: settings.allowed_lateness,
     quality_suite=quality_suite,
     description="self-checking running totals, for platform and recovery tests",
 )
