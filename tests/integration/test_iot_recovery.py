@@ -32,13 +32,13 @@ from shared.testing.kafka_tools import read_all
 pytestmark = pytest.mark.integration
 RATE = 150
 # Event time scaled down so that a two-minute run sees every kind of alert: short
-# intervals, hot runs and offline gaps. The idle expiry stays at its default (no device
-# is forgotten within the run): with a short one this test finds a missing "online".
-# Spark drops late rows against the previous batch's watermark but runs the batch at
-# its own; the bucketed layer expires a key (shared/keyed/bucketed_core.py,
-# split_expired) before it sees that batch's on-time rows, which may continue the life.
+# intervals, hot runs and offline gaps. The idle expiry (90 s) is shorter than the
+# longest offline episodes (110 s), so devices are forgotten and come back across the
+# kills: expiry in a batch whose on-time rows continue a device's life is what this
+# test once found broken (shared/keyed/bucketed_core.py, split_expired).
 APP = {"IOT_ROLLING_INTERVALS": "20,60", "IOT_HOT_DURATION_S": "20",
-       "IOT_OFFLINE_GAP_S": "30", "IOT_STATE_BUCKETS": "8"}
+       "IOT_OFFLINE_GAP_S": "30", "IOT_DEVICE_IDLE_EXPIRY_H": "0.025",
+       "IOT_STATE_BUCKETS": "8"}
 
 
 def live_fleet() -> Iterator:
@@ -104,7 +104,8 @@ def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
 
     app_settings = IotSettings(rolling_intervals=APP["IOT_ROLLING_INTERVALS"],
                                hot_duration_s=int(APP["IOT_HOT_DURATION_S"]),
-                               offline_gap_s=int(APP["IOT_OFFLINE_GAP_S"]))
+                               offline_gap_s=int(APP["IOT_OFFLINE_GAP_S"]),
+                               device_idle_expiry_h=float(APP["IOT_DEVICE_IDLE_EXPIRY_H"]))
     # Outputs are final once the watermark passes them: the oracle's outputs beyond
     # the last batch's watermark are not due yet.
     final_ms = last_batch_watermark_ms(settings, "iot")
