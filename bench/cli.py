@@ -13,9 +13,14 @@ def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=Options.batch,
                         help="maxOffsetsPerTrigger while draining")
     parser.add_argument("--live-s", type=int, default=Options.live_s)
-    parser.add_argument("--quick", action="store_true", help="300k records, 20 s live")
+    parser.add_argument("--fractions", default=",".join(map(str, Options.live_fractions)),
+                        help="live rates as fractions of the drained rate")
+    parser.add_argument("--quick", action="store_true",
+                        help="300k records, 20 s live at half rate")
     args = parser.parse_args(argv)
+    fractions = tuple(float(f) for f in args.fractions.split(","))
     if args.quick:
-        args.records, args.live_s = 300_000, 20
-    run(bench, Options(records=args.records, batch=args.batch, live_s=args.live_s))
+        args.records, args.live_s, fractions = 300_000, 20, (0.5,)
+    run(bench, Options(records=args.records, batch=args.batch, live_s=args.live_s,
+                       live_fractions=fractions))
     return 0
