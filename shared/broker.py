@@ -166,7 +166,9 @@ class LocalBroker:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         result = subprocess.run(
             [*self._java(), "kafka.tools.StorageTool", "format",
-             "-t", cluster_id, "-c", str(properties)],
+             # One argument: an id may start with '-' (urlsafe base64), which the
+             # tool would otherwise read as an option (seen to fail a start).
+             f"--cluster-id={cluster_id}", "-c", str(properties)],
             capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise BrokerError(f"formatting storage failed: {result.stdout}{result.stderr}")
