@@ -30,6 +30,7 @@ from great_expectations.expectations.expectation import (
     Expectation,
     MulticolumnMapExpectation,
 )
+from pyspark import SparkContext
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, CharType, DataType, StringType, VarcharType
@@ -76,7 +77,23 @@ def _between(value: Column, params: Params) -> Column:
 
 def _in_set(value: Column, params: Params) -> Column:
     # GE treats a missing value_set as vacuously true.
-    return F.lit(True) if params["value_set"] is None else value.isin(params["value_set"])
+    return F.lit(True) if params["value_set"] is None else _isin(value, params["value_set"])
+
+
+def _isin(value: Column, values) -> Column:
+    """``value.isin(values)``, in a few calls into the JVM for a long list of strings.
+
+    Column.isin converts each value with a call of its own (about 0.5 ms: 9 s for
+    trading's 20,000 instruments, paid at every start and restart), and py4j sends a
+    Python list element by element too (3 s); one string, split on the JVM side, makes
+    the same predicate (an In that Spark's optimizer turns into a hash-set lookup).
+    """
+    values = list(values)
+    if len(values) < 64 or not all(isinstance(v, str) and "\n" not in v for v in values):
+        return value.isin(values)
+    jvm = SparkContext._active_spark_context._jvm
+    pieces = jvm.java.util.regex.Pattern.compile("\n").splitAsStream("\n".join(values))
+    return Column(value._jc.isInCollection(pieces.toList()))
 
 
 @dataclass(frozen=True)
@@ -103,7 +120,7 @@ ROW_EXPECTATIONS: dict[str, RowExpectationSpec] = {
         _BOUNDS, _between, check_params=_check_bounds, incompatible_types=_TEXT_OR_BOOLEAN),
     "expect_column_values_to_be_in_set": RowExpectationSpec(("value_set",), _in_set),
     "expect_column_values_to_not_be_in_set": RowExpectationSpec(
-        ("value_set",), lambda c, p: ~c.isin(p["value_set"])),
+        ("value_set",), lambda c, p: ~_isin(c, p["value_set"])),
     "expect_column_values_to_match_regex": RowExpectationSpec(
         ("regex",), lambda c, p: c.rlike(p["regex"])),  # Java regex, search (not full match)
     "expect_column_values_to_not_match_regex": RowExpectationSpec(

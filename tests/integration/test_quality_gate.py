@@ -208,3 +208,22 @@ def test_monitor_validates_on_schedule_and_stops(payments, tmp_path: Path):
     latest = json.loads((tmp_path / "monitored" / LATEST).read_text())
     assert latest["summary"]["validated_at"] == "2024-05-01T00:00:00+00:00"
     assert monitor.last_summary == latest["summary"]
+
+
+def test_long_value_sets_give_ge_verdicts(payments):
+    # Long sets take another path into the JVM (one string, not a call per value).
+    fillers = [f"Z{i:04d}" for i in range(500)] + ["it's", "back\\slash", ""]
+    suite = gx.ExpectationSuite(name="long-sets", expectations=[
+        gxe.ExpectColumnValuesToBeInSet(column="currency",
+                                        value_set=[*fillers, "EUR", "USD", "GBP"]),
+        gxe.ExpectColumnValuesToNotBeInSet(column="card", value_set=[*fillers, "0000"]),
+    ])
+    gate = QualityGate(suite)
+    _, rejected = gate.split(payments)
+    got = {row["id"]: row[DQ_REASON] for row in rejected.collect()}
+
+    ge_failed = ge_unexpected_ids(payments, suite)
+    expected = {row_id: "; ".join(r for r in gate.reasons if row_id in ge_failed[r])
+                for ids in ge_failed.values() for row_id in ids}
+    assert got == expected
+    assert set(got) == {5, 6, 8, 9}  # eur, XXX and 0000, EURO, the empty card
