@@ -73,6 +73,15 @@ def keyed_state_rows() -> list[str]:
     return rows
 
 
+def state_scaling_rows() -> list[str]:
+    path = RESULTS / "state_scaling.json"
+    if not path.exists():
+        return []
+    from bench.state_table import markdown_table
+
+    return markdown_table(json.loads(path.read_text())).splitlines()
+
+
 def render() -> str:
     parts = ["### Apps on the real stack (`python -m bench.<app>_pipeline`)", "",
              *pipeline_rows(), "",
@@ -80,7 +89,7 @@ def render() -> str:
              "consumer) while the producer sends at fractions of the drained rate:", "",
              *latency_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
-             *keyed_state_rows()]
+             *keyed_state_rows(), "", *state_scaling_rows()]
     return "\n".join(parts)
 
 
