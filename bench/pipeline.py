@@ -75,25 +75,18 @@ def run(bench: AppBench, options: Options) -> dict:
     result: dict = {"machine_before": machine(), "options": dataclasses.asdict(options),
                     "population": list(bench.population)}
     with private_broker(name) as bootstrap:
-        settings = bench.app.settings_type(
-            bootstrap_servers=bootstrap, topic_prefix="bench.",
-            checkpoint_dir=str(work / "checkpoints"), metrics_dir=work / "metrics",
-            max_offsets_per_trigger=options.batch, quality_interval_s=0,
-            **bench.settings_overrides)
+        settings = bench_settings(bench, bootstrap, work, options.batch)
         spec = bench.app.input_topic
         topic = spec.qualified(settings.topic_prefix)
-        _produce(bench, settings, "--rate", "0", "--event-rate", str(bench.preload_event_rate),
-                 "--count", str(options.records), "--start-time-ms",
-                 str(_now_ms() - (options.records // bench.preload_event_rate + 60) * 1000)
-                 ).communicate()
+        preload(bench, settings, options.records)
         result["preloaded"] = topic_end(bootstrap, topic)
         result["raw_consumer"] = raw_read_rate(bootstrap, topic)
         spark = build_session(settings, f"bench-{name}")
         bare = drain_rate(run_to_end(bare_pipeline(
             spark, settings, spec, str(work / "checkpoints" / "bare"))), topic)
-        platform = drain_rate(_drain(spark, without_operator(bench.app), dataclasses.replace(
+        platform = drain_rate(drain(spark, without_operator(bench.app), dataclasses.replace(
             settings, checkpoint_dir=str(work / "checkpoints" / "platform"))), topic)
-        progress = _drain(spark, bench.app, settings)
+        progress = drain(spark, bench.app, settings)
         app = drain_rate(progress, topic)
         result |= {"bare_pipeline": bare.as_dict(), "platform": platform.as_dict(),
                    f"{name}_app": app.as_dict(),
@@ -129,7 +122,23 @@ def without_operator(app: AppDefinition) -> AppDefinition:
     return dataclasses.replace(app, name=f"{app.name}-platform", build=build)
 
 
-def _drain(spark, app: AppDefinition, settings) -> list[dict]:
+def bench_settings(bench: AppBench, bootstrap: str, work: Path, batch: int):
+    """The app's settings for draining a preloaded topic on a private broker."""
+    return bench.app.settings_type(
+        bootstrap_servers=bootstrap, topic_prefix="bench.",
+        checkpoint_dir=str(work / "checkpoints"), metrics_dir=work / "metrics",
+        max_offsets_per_trigger=batch, quality_interval_s=0, **bench.settings_overrides)
+
+
+def preload(bench: AppBench, settings, records: int) -> None:
+    """``records`` input records at the bench's event-time density, ending about now."""
+    _produce(bench, settings, "--rate", "0", "--event-rate", str(bench.preload_event_rate),
+             "--count", str(records), "--start-time-ms",
+             str(_now_ms() - (records // bench.preload_event_rate + 60) * 1000)).communicate()
+
+
+def drain(spark, app: AppDefinition, settings) -> list[dict]:
+    """The app (shared runner, exactly-once sink) drains its input: Spark's progress."""
     running = start(spark, app, settings, available_now=True)
     progress = run_to_end(running.query)
     running.stop()
