@@ -82,6 +82,16 @@ def state_scaling_rows() -> list[str]:
     return markdown_table(json.loads(path.read_text())).splitlines()
 
 
+def peers_rows() -> list[str]:
+    path = RESULTS / "peers.json"
+    if not path.exists():
+        return []
+    from bench.peers.table import markdown
+
+    return ["### Peers on the same topics and logic (`python -m bench.peers_compare`)", "",
+            *markdown(json.loads(path.read_text())).splitlines()]
+
+
 def render() -> str:
     parts = ["### Apps on the real stack (`python -m bench.<app>_pipeline`)", "",
              *pipeline_rows(), "",
@@ -89,7 +99,7 @@ def render() -> str:
              "consumer) while the producer sends at fractions of the drained rate:", "",
              *latency_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
-             *keyed_state_rows(), "", *state_scaling_rows()]
+             *keyed_state_rows(), "", *peers_rows(), "", *state_scaling_rows()]
     return "\n".join(parts)
 
 
