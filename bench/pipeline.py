@@ -70,8 +70,9 @@ class Options:
 
 def run(bench: AppBench, options: Options) -> dict:
     name, work = bench.app.name, WORK / bench.app.name
-    for old in ("checkpoints", "checkpoints-live"):
-        subprocess.run(["rm", "-rf", str(work / old)], check=True)
+    # A checkpoint left by an earlier run would point at offsets this fresh broker lacks.
+    for old in (work / "checkpoints", *work.glob("checkpoints-live*")):
+        subprocess.run(["rm", "-rf", str(old)], check=True)
     result: dict = {"machine_before": machine(), "options": dataclasses.asdict(options),
                     "population": list(bench.population)}
     with private_broker(name) as bootstrap:
