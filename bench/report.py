@@ -42,7 +42,9 @@ def latency_rows() -> list[str]:
                 f"{name}: {s.get('p50')} / {s.get('p95')} / {s.get('p99')} "
                 f"(n={s.get('outputs', s.get('alerts', 0))})"
                 for name, s in live.get("latency_ms", {}).items()) or "none seen"
-            kept_up = {True: "yes", False: "no"}.get(lag.get("kept_up"), "n/a")
+            # Results from before the batch-size basis judged by a metric that reads 0.
+            kept_up = ({True: "yes", False: "no"}.get(lag.get("kept_up"), "n/a")
+                       if lag.get("kept_up_basis") == "batch sizes" else "n/a")
             rows.append(f"| {app} | {fraction} | {live.get('rate_per_s', 0):,} | {kept_up} | "
                         f"{_batch_median(live)} | {latency} |")
     return rows
