@@ -4,6 +4,7 @@
     statewise cluster up|down|status      (a local Spark standalone master and workers)
     statewise topics [--app fraud]
     statewise run fraud|iot|trading [--available-now] [settings flags...]
+    statewise run trading --mode realtime  (Spark's Real-Time Mode: native bars only)
     statewise produce fraud|iot|trading [--rate N] [--count N] ...
     statewise control fraud|iot PARAM VALUE    (change a threshold while the app runs)
     statewise demo
@@ -66,9 +67,14 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
                                      description=app.description)
     parser.add_argument("--available-now", action="store_true",
                         help="process what is in Kafka now, then exit (catch-up runs, tests)")
+    parser.add_argument("--mode", choices=("micro-batch", "realtime"), default="micro-batch",
+                        help="realtime: Spark's Real-Time Mode, for apps that offer it "
+                             "(trading: native OHLCV bars only; see its README)")
     add_arguments(parser, app.settings_type, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(app.settings_type, args)
+    if args.mode == "realtime":
+        return _run_realtime(parser, app, settings, args.available_now)
 
     from shared.quality_sampling import start_quality_monitor
     from shared.runner import run_until_stopped, start
@@ -93,6 +99,17 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     log.info("%s stopped: %s", app.name, running.writer.sink.stats if running.writer.sink
              else "no batch written")
     return 0
+
+
+def _run_realtime(parser: argparse.ArgumentParser, app: AppDefinition, settings,
+                  available_now: bool) -> int:
+    from shared.realtime_runner import realtime_app, run_realtime
+
+    rt = realtime_app(app.name)
+    if rt is None or available_now:
+        parser.error(f"{app.name} offers no Real-Time Mode" if rt is None
+                     else "--available-now is a micro-batch trigger")
+    return run_realtime(rt, settings)
 
 
 def _add_metrics_listener(spark, settings: PlatformSettings) -> None:

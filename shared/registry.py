@@ -26,10 +26,13 @@ class AppTopics:
     control: TopicSpec | None
     dead_letter: TopicSpec
     late: TopicSpec
+    # Outputs of another way to run the app (trading: Real-Time Mode), not of its builder.
+    realtime_outputs: tuple[TopicSpec, ...] = ()
 
     def all(self) -> tuple[TopicSpec, ...]:
         extra = (self.control,) if self.control else ()
-        return (*self.inputs, *self.outputs, *extra, self.dead_letter, self.late)
+        return (*self.inputs, *self.outputs, *self.realtime_outputs, *extra,
+                self.dead_letter, self.late)
 
 
 def dead_letter_topic(app: str) -> TopicSpec:
@@ -183,6 +186,15 @@ TRADING_BAR = RecordSchema(
     key_field="instrument",
 )
 
+# A bar as Real-Time Mode writes it, once per update (apps/trading/realtime.py): the
+# TRADING_BAR fields plus the newest producer timestamp among the bar's trades.
+TRADING_BAR_REALTIME = RecordSchema(
+    name="trading_bar_realtime",
+    struct=StructType([*TRADING_BAR.struct.fields,
+                       StructField("newest_input_ms", LongType(), True)]),
+    key_field="instrument",
+)
+
 TRADING = AppTopics(
     app="trading",
     inputs=(TopicSpec("trading.trades", "trading", "trades and cancels, keyed by instrument",
@@ -195,6 +207,11 @@ TRADING = AppTopics(
     control=None,
     dead_letter=dead_letter_topic("trading"),
     late=late_topic("trading"),
+    # Compacted, key = instrument/interval/end: the last update of each bar stays.
+    realtime_outputs=(TopicSpec("trading.bars-realtime", "trading",
+                                "OHLCV bars updated per trade (Real-Time Mode), keyed by bar",
+                                partitions=8, cleanup_policy="compact",
+                                schema=TRADING_BAR_REALTIME),),
 )
 
 APPS: dict[str, AppTopics] = {topics.app: topics for topics in (FRAUD, IOT, TRADING)}

@@ -72,6 +72,15 @@ class TradingSettings(PlatformSettings):
     state_buckets: int = setting(
         16, "TRADING_STATE_BUCKETS",
         "instruments are hashed into this many state buckets (fixed for a checkpoint's life)")
+    realtime_checkpoint_interval: str = setting(
+        "5 seconds", "TRADING_REALTIME_CHECKPOINT_INTERVAL",
+        "--mode realtime: how often Real-Time Mode checkpoints offsets and state (at least "
+        "5 seconds); not a latency: a bar update is written as its trade is read")
+    realtime_state_partitions: int = setting(
+        2, "TRADING_REALTIME_STATE_PARTITIONS",
+        "--mode realtime: state partitions of the de-duplication and of the bars (fixed for "
+        "a checkpoint's life); each holds a task slot all the time, beside one per input "
+        "partition")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,215 @@
+"""The thin runner of Spark's Real-Time Mode: Kafka in, Spark's own Kafka sink out.
+
+An app opts in with a :class:`RealtimeApp` (trading: apps/trading/realtime.py). Two
+queries run side by side, each with its own checkpoint beside the micro-batch app's:
+
+- ``<checkpoint_dir>/<app>-realtime``: the app's native stateful plan, in update mode,
+  ``trigger(realTime=checkpoint interval)``, at-least-once Kafka sink;
+- ``<checkpoint_dir>/<app>-realtime-dead-letters``: the records set aside, read from a
+  second Kafka source in micro-batches and written exactly once (shared/sink.py). Real-
+  Time Mode refuses a union after a stateful operator
+  (STATEFUL_OPERATORS_BEFORE_UNION_NOT_SUPPORTED), and dead letters need no low latency.
+
+Real-Time Mode runs every stage of a batch at once: it needs a task slot for every source
+partition and every shuffle partition of every stateful stage
+(CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT otherwise). On a ``local[N]`` master the runner
+raises N to what the plan needs (threads on the same cores); a cluster must have them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from shared.app import AppDefinition
+from shared.checkpoint import query_id
+from shared.kafka_io import client_properties, parse, read_topics
+from shared.runner import quality_gate
+from shared.settings import PlatformSettings
+from shared.sink import ExactlyOnceKafkaSink, SinkConfig
+
+log = logging.getLogger(__name__)
+
+# Real-Time Mode re-runs a failed batch; format 2 names state files per batch so that a
+# re-run cannot reuse a half-written one (CHECKPOINT_FORMAT_V1_NOT_SUPPORTED otherwise).
+REALTIME_SESSION_CONF = {"spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}
+# Where each opting app declares its Real-Time Mode plan (imported only when run).
+REALTIME_APPS = {"trading": "apps.trading.realtime:TRADING_REALTIME"}
+
+
+@dataclass(frozen=True)
+class RealtimeApp:
+    """An app's Real-Time Mode plan, over its decoded input (``kafka_io.parse`` rows)."""
+
+    app: AppDefinition  # topics, settings type and quality suite of the micro-batch app
+    # (session, decoded rows, settings, quality gate or None) -> Kafka sink rows
+    outputs: Callable[[SparkSession, DataFrame, Any, Any], DataFrame]
+    # (session, decoded rows, settings, quality gate or None) -> dead-letter envelopes
+    dead_letters: Callable[[SparkSession, DataFrame, Any, Any], DataFrame]
+    checkpoint_interval: Callable[[Any], str]  # the realTime trigger's duration
+    state_partitions: Callable[[Any], int]
+    stateful_stages: int = 1  # shuffled stateful operators (each holds its partitions)
+
+
+def realtime_app(name: str) -> RealtimeApp | None:
+    target = REALTIME_APPS.get(name)
+    if target is None:
+        return None
+    module, attribute = target.split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def required_task_slots(rt: RealtimeApp, settings: PlatformSettings) -> int:
+    """Slots held at once: every input partition, every state partition of each stateful
+    stage, plus one for the dead-letter micro-batches."""
+    inputs = sum(spec.partitions for spec in rt.app.topics.inputs)
+    return inputs + rt.stateful_stages * rt.state_partitions(settings) + 1
+
+
+def local_slots(master: str) -> int | None:
+    """Task slots of a local master (local, local[N], local[*]); None for a cluster."""
+    found = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master.strip())
+    if found is None:
+        return None
+    threads = found.group(1) or "1"
+    return (os.cpu_count() or 1) if threads == "*" else int(threads)
+
+
+def with_enough_slots(settings: PlatformSettings, slots: int) -> PlatformSettings:
+    """A local master raised to ``local[slots]`` when it has fewer; a cluster unchanged."""
+    have = local_slots(settings.spark_master)
+    if have is None or have >= slots:
+        return settings
+    log.warning("Real-Time Mode holds %d task slots at once: running on local[%d] instead of "
+                "%s (task threads on the same cores)", slots, slots, settings.spark_master)
+    return replace(settings, spark_master=f"local[{slots}]")
+
+
+def checkpoint_paths(rt: RealtimeApp, settings: PlatformSettings) -> tuple[str, str]:
+    root = f"{str(settings.checkpoint_dir).rstrip('/')}/{rt.app.name}-realtime"
+    return root, f"{root}-dead-letters"
+
+
+class DeadLetterWriter:
+    """The dead-letter query's ``foreachBatch``: the exactly-once sink, created at the first
+    batch and named after the query id kept in the checkpoint (stable for its life)."""
+
+    def __init__(self, spark: SparkSession, rt: RealtimeApp, settings: PlatformSettings,
+                 checkpoint: str) -> None:
+        self.spark, self.rt, self.settings, self.checkpoint = spark, rt, settings, checkpoint
+        self.sink: ExactlyOnceKafkaSink | None = None
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.sink is None:
+            settings = self.settings
+            self.sink = ExactlyOnceKafkaSink(SinkConfig(
+                sink_id=f"{self.rt.app.name}-realtime.{query_id(self.spark, self.checkpoint)}",
+                bootstrap_servers=settings.bootstrap_servers,
+                marker_topic=self.rt.app.topics.dead_letter.qualified(settings.topic_prefix),
+                client_config=client_properties(settings)))
+        self.sink(batch, batch_id)
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
+
+
+@dataclass
+class RunningRealtime:
+    outputs: StreamingQuery
+    dead_letters: StreamingQuery
+    writer: DeadLetterWriter
+
+    @property
+    def queries(self) -> tuple[StreamingQuery, StreamingQuery]:
+        return self.outputs, self.dead_letters
+
+    def stop(self) -> None:
+        """A Real-Time batch never ends between records: stopping cancels it, and Spark
+        logs the cancelled tasks; the batch is replayed from its checkpoint on restart."""
+        for query in self.queries:
+            query.stop()
+        self.writer.close()
+
+
+def realtime_session(spark: SparkSession, rt: RealtimeApp, settings: PlatformSettings
+                     ) -> SparkSession:
+    """A session of its own (the caller's SQL settings stay as they are) with the
+    settings Real-Time Mode needs; they are fixed in a new checkpoint."""
+    session = spark.newSession()
+    for key, value in {**REALTIME_SESSION_CONF,
+                       "spark.sql.shuffle.partitions": str(rt.state_partitions(settings))
+                       }.items():
+        session.conf.set(key, value)
+    return session
+
+
+def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSettings, *,
+                   trigger: dict[str, str] | None = None) -> RunningRealtime:
+    """Start both queries; returns at once. ``trigger`` replaces the realTime trigger
+    (benchmarks run the same plan in micro-batches, e.g. ``{"processingTime": "0 s"}``)."""
+    session = realtime_session(spark, rt, settings)
+    gate = quality_gate(rt.app, settings)
+    schema = rt.app.input_topic.schema
+    checkpoint, dead_checkpoint = checkpoint_paths(rt, settings)
+    # Two sources, not one read twice (Real-Time Mode would refuse identical sources in
+    # one plan anyway). A real-time batch reads as it goes: no per-trigger cap.
+    source_settings = settings if trigger else replace(settings, max_offsets_per_trigger=0)
+    decoded = parse(read_topics(session, source_settings, rt.app.topics.inputs), schema)
+    outputs = (rt.outputs(session, decoded, settings, gate).writeStream
+               .queryName(f"{rt.app.name}-realtime").format("kafka")
+               .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+               .option("checkpointLocation", checkpoint).outputMode("update")
+               .trigger(**(trigger or {"realTime": rt.checkpoint_interval(settings)})))
+    for key, value in client_properties(settings).items():
+        outputs = outputs.option(f"kafka.{key}", value)
+    writer = DeadLetterWriter(session, rt, settings, dead_checkpoint)
+    rejected = rt.dead_letters(
+        session, parse(read_topics(session, settings, rt.app.topics.inputs), schema),
+        settings, gate)
+    dead_letters = (rejected.writeStream.queryName(f"{rt.app.name}-realtime-dead-letters")
+                    .option("checkpointLocation", dead_checkpoint).foreachBatch(writer)
+                    .trigger(processingTime=settings.trigger_interval))
+    return RunningRealtime(outputs.start(), dead_letters.start(), writer)
+
+
+def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
+                 stop_requested: threading.Event | None = None) -> int:
+    """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
+    from shared.metrics import register_metrics_listener
+    from shared.spark import build_session
+    from shared.topics import admin_client, provision
+
+    settings = with_enough_slots(settings, required_task_slots(rt, settings))
+    provision(admin_client(settings.bootstrap_servers, client_properties(settings)),
+              rt.app.topics.all(), settings.topic_prefix)
+    spark = build_session(settings, f"statewise-{rt.app.name}-realtime")
+    register_metrics_listener(spark, settings.metrics_dir)
+    running = start_realtime(spark, rt, settings)
+    log.info("%s running in Real-Time Mode; checkpoints %s", rt.app.name,
+             checkpoint_paths(rt, settings))
+    stop_requested = stop_requested or threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop_requested.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop_requested.is_set() and all(q.isActive for q in running.queries):
+            stop_requested.wait(0.5)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        failed = [q for q in running.queries if q.exception() is not None]
+        running.stop()
+        spark.stop()
+    if failed:
+        raise RuntimeError(f"query {failed[0].name} failed") from failed[0].exception()
+    return 0
