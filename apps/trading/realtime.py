@@ -44,8 +44,9 @@ UNITS, SCALE, ORDER_US = "_units", "_scale", "_order_us"
 INTERVAL, BAR_START = "interval_ms", "_bar_start_ms"
 _QUALITY, _APP, _WHOLE, _FRACTION = "_quality_reason", "_app_reason", "_whole", "_fraction"
 _BARRIER = "_optimizer_barrier"
-# Plain decimal notation only; 13 whole digits keep units * 10**8 inside int64.
-PLAIN_PRICE = r"^([0-9]{1,13})(\.([0-9]*))?$"
+# Plain decimal notation only; 13 whole digits keep units * 10**8 inside int64. Group 2 is
+# the fraction without its trailing zeros (lazy, then zeros up to the end).
+PLAIN_PRICE = r"^([0-9]{1,13})(?:\.([0-9]*?)0*)?$"
 MAX_NOTIONAL = 2 ** 50  # one trade's units x size, as in the micro-batch app
 
 
@@ -181,8 +182,7 @@ def _with_units(rows: DataFrame) -> DataFrame:
     null. Two regular-expression matches per record, each kept as a column."""
     price, scale = F.col("price"), F.col(SCALE)
     parts = (rows.withColumn(_WHOLE, F.regexp_extract(price, PLAIN_PRICE, 1))
-             .withColumn(_FRACTION, F.rtrim(F.regexp_extract(price, PLAIN_PRICE, 3),
-                                            F.lit("0"))))
+             .withColumn(_FRACTION, F.regexp_extract(price, PLAIN_PRICE, 2)))
     whole, fraction = F.col(_WHOLE), F.col(_FRACTION)
     digits = F.length(fraction)
     fraction_units = F.when(fraction == "", F.lit(0)).otherwise(fraction.try_cast("long"))

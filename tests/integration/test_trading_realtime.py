@@ -50,6 +50,23 @@ def feed(count: int, start_ms: int, seed: int = 3) -> list[tuple[bytes, bytes]]:
     raise AssertionError("unreachable")
 
 
+def edge_cases(at_ms: int) -> list[tuple[bytes, bytes]]:
+    """Prices with trailing zeros, too many decimals, a missing or zero size, and two
+    trades tied on time and venue (ordered by sequence, then trade id)."""
+    instruments = Instruments(SETTINGS.reference_seed, INSTRUMENTS)
+    symbol = next(s for s in instruments.symbols if instruments.scales[s] == 2)
+
+    def trade(trade_id: str, price: str, size: int | None, seq: int = 1) -> dict:
+        return {"kind": "trade", "trade_id": trade_id, "instrument": symbol, "venue": "XNAS",
+                "seq": seq, "price": price, "size": size, "side": "B", "event_time_ms": at_ms}
+
+    records = [trade("zeros", "10.100", 5), trade("too-fine", "10.001", 5),
+               trade("no-size", "10.10", None), trade("zero-size", "10.10", 0),
+               trade("tie-b", "10.20", 1, seq=7), trade("tie-a", "10.30", 1, seq=7),
+               trade("first", "10.40", 1, seq=6)]
+    return [(symbol.encode(), json.dumps(r).encode()) for r in records]
+
+
 def expected_bars(values: list[bytes]) -> dict[BarKey, Bar]:
     """What Real-Time Mode promises: the oracle's bars over the first delivery of every
     valid in-session trade, cancels and fat-finger quarantine not applied."""
@@ -92,7 +109,7 @@ def test_builder_in_batch_mode_equals_the_oracle(spark):
     from shared.runner import quality_gate
 
     start_ms = int(time.time() * 1000) - 600_000
-    records = feed(3_000, start_ms)
+    records = feed(3_000, start_ms) + edge_cases(start_ms + 1_500)
     raw = spark.createDataFrame(
         [(key, value, "trades", 0, offset, datetime.fromtimestamp(start_ms / 1000 + 700, UTC),
           0, []) for offset, (key, value) in enumerate(records)],
@@ -114,7 +131,7 @@ def test_builder_in_batch_mode_equals_the_oracle(spark):
     reasons = Counter(h.value.decode() for d in dead for h in d.headers
                       if h.key == "statewise.reason")
     assert reasons["invalid_price"] > 0, reasons  # zero and negative prices: the app's own
-    assert sum(reasons.values()) == len(dead)
+    assert reasons["invalid_size"] == 1 and sum(reasons.values()) == len(dead)
 
 
 def test_realtime_mode_bars_equal_the_oracle(kafka_settings, create_topics, tmp_path):
