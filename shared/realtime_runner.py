@@ -11,9 +11,10 @@ queries run side by side, each with its own checkpoint beside the micro-batch ap
   (STATEFUL_OPERATORS_BEFORE_UNION_NOT_SUPPORTED), and dead letters need no low latency.
 
 Real-Time Mode runs every stage of a batch at once: it needs a task slot for every source
-partition and every shuffle partition of every stateful stage
-(CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT otherwise). On a ``local[N]`` master the runner
-raises N to what the plan needs (threads on the same cores); a cluster must have them.
+partition and every shuffle partition of every stateful stage, all free when a batch
+starts (CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT otherwise), so the dead-letter batches get
+slots of their own (:func:`required_task_slots`). On a ``local[N]`` master the runner
+raises N to that (threads on the same cores); a cluster must have them.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ log = logging.getLogger(__name__)
 # Real-Time Mode re-runs a failed batch; format 2 names state files per batch so that a
 # re-run cannot reuse a half-written one (CHECKPOINT_FORMAT_V1_NOT_SUPPORTED otherwise).
 REALTIME_SESSION_CONF = {"spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}
+# Read when the JVM starts. A pipelined shuffle holds a partly filled buffer up to this
+# long before sending it (default 50 ms, per shuffle): at a few thousand records per
+# second that wait, not the work, was most of the latency (measured: p50 526 -> 112 ms).
+REALTIME_CONTEXT_CONF = {"spark.shuffle.streaming.networkBufferMaxWaitTimeMs": "2"}
 # Where each opting app declares its Real-Time Mode plan (imported only when run).
 REALTIME_APPS = {"trading": "apps.trading.realtime:TRADING_REALTIME"}
 
@@ -70,10 +75,13 @@ def realtime_app(name: str) -> RealtimeApp | None:
 
 
 def required_task_slots(rt: RealtimeApp, settings: PlatformSettings) -> int:
-    """Slots held at once: every input partition, every state partition of each stateful
-    stage, plus one for the dead-letter micro-batches."""
+    """Slots a real-time batch holds (every input partition, every state partition of each
+    stateful stage) plus one per input partition for the dead-letter micro-batches: when a
+    real-time batch ends and the next starts, Spark refuses it unless all its slots are
+    free (CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT), so the other query's tasks must never
+    need them (measured: a dead-letter batch of 8 tasks made a 12-slot batch fail)."""
     inputs = sum(spec.partitions for spec in rt.app.topics.inputs)
-    return inputs + rt.stateful_stages * rt.state_partitions(settings) + 1
+    return inputs + rt.stateful_stages * rt.state_partitions(settings) + inputs
 
 
 def local_slots(master: str) -> int | None:
@@ -93,6 +101,19 @@ def with_enough_slots(settings: PlatformSettings, slots: int) -> PlatformSetting
     log.warning("Real-Time Mode holds %d task slots at once: running on local[%d] instead of "
                 "%s (task threads on the same cores)", slots, slots, settings.spark_master)
     return replace(settings, spark_master=f"local[{slots}]")
+
+
+def realtime_spark(settings: PlatformSettings, app_name: str) -> SparkSession:
+    """shared.spark.build_session plus REALTIME_CONTEXT_CONF. build_session takes no
+    context settings of its own, so they travel in PYSPARK_SUBMIT_ARGS, which pyspark
+    reads when it starts the JVM (no effect on a JVM already running)."""
+    from shared.spark import build_session
+
+    flags = " ".join(f"--conf {key}={value}" for key, value in REALTIME_CONTEXT_CONF.items())
+    submit = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    if flags not in submit:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"{flags} {submit}"
+    return build_session(settings, app_name)
 
 
 def checkpoint_paths(rt: RealtimeApp, settings: PlatformSettings) -> tuple[str, str]:
@@ -155,10 +176,12 @@ def realtime_session(spark: SparkSession, rt: RealtimeApp, settings: PlatformSet
 
 
 def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSettings, *,
-                   trigger: dict[str, str] | None = None) -> RunningRealtime:
+                   trigger: dict[str, str] | None = None,
+                   session: SparkSession | None = None) -> RunningRealtime:
     """Start both queries; returns at once. ``trigger`` replaces the realTime trigger
-    (benchmarks run the same plan in micro-batches, e.g. ``{"processingTime": "0 s"}``)."""
-    session = realtime_session(spark, rt, settings)
+    (benchmarks run the same plan in micro-batches, e.g. ``{"processingTime": "0 s"}``).
+    ``session``: one from :func:`realtime_session` (query listeners are per session)."""
+    session = session or realtime_session(spark, rt, settings)
     gate = quality_gate(rt.app, settings)
     schema = rt.app.input_topic.schema
     checkpoint, dead_checkpoint = checkpoint_paths(rt, settings)
@@ -187,15 +210,15 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
                  stop_requested: threading.Event | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
     from shared.metrics import register_metrics_listener
-    from shared.spark import build_session
     from shared.topics import admin_client, provision
 
     settings = with_enough_slots(settings, required_task_slots(rt, settings))
     provision(admin_client(settings.bootstrap_servers, client_properties(settings)),
               rt.app.topics.all(), settings.topic_prefix)
-    spark = build_session(settings, f"statewise-{rt.app.name}-realtime")
-    register_metrics_listener(spark, settings.metrics_dir)
-    running = start_realtime(spark, rt, settings)
+    spark = realtime_spark(settings, f"statewise-{rt.app.name}-realtime")
+    session = realtime_session(spark, rt, settings)
+    register_metrics_listener(session, settings.metrics_dir)
+    running = start_realtime(spark, rt, settings, session=session)
     log.info("%s running in Real-Time Mode; checkpoints %s", rt.app.name,
              checkpoint_paths(rt, settings))
     stop_requested = stop_requested or threading.Event()

@@ -33,8 +33,8 @@ def test_one_aggregation_needs_the_longest_bar_to_be_a_multiple_of_the_others():
 
 def test_the_plan_holds_a_slot_per_input_partition_and_per_state_partition():
     settings = TradingSettings(realtime_state_partitions=3)
-    # 8 input partitions, de-duplication and bars (3 each), one for the dead letters.
-    assert required_task_slots(TRADING_REALTIME, settings) == 8 + 2 * 3 + 1
+    # 8 input partitions, de-duplication and bars (3 each), 8 for the dead letters' batches.
+    assert required_task_slots(TRADING_REALTIME, settings) == 8 + 2 * 3 + 8
 
 
 def test_a_local_master_is_raised_to_the_slots_needed_and_a_cluster_is_not():
