@@ -50,6 +50,34 @@ def latency_rows() -> list[str]:
     return rows
 
 
+def realtime_rows() -> list[str]:
+    """Real-Time Mode against the same plan in micro-batches (bench/trading_realtime.py)."""
+    path = RESULTS / "trading_realtime.json"
+    if not path.exists():
+        return []
+    r = json.loads(path.read_text())
+    rows = ["### Trading bars in Real-Time Mode (`python -m bench.trading_realtime`)", "",
+            f"On `{r.get('spark_master', 'local[2]')}` (threads on the 2 cores; Real-Time Mode "
+            "holds a slot per partition of every stage). Bare pipeline "
+            f"{r['bare_pipeline']['records_per_s']:,}/s, raw consumer "
+            f"{r['raw_consumer']['records_per_s']:,}/s, load "
+            f"{r['machine_before']['load_avg_1m']} -> {r['machine_after']['load_avg_1m']}.", "",
+            "| mode | drained trades/s | / bare | live trades/s | latency p50 / p95 / p99 ms"
+            " | p50 by quarter of the live run ms |", "|---|---|---|---|---|---|"]
+    bare = r["bare_pipeline"]["records_per_s"]
+    # Results from before the fractions kept one live run per mode, at one half.
+    by_fraction = r.get("live", {"0.5": {m: r[f"{m}_live"] for m in ("realtime", "micro_batch")}})
+    for modes in by_fraction.values():
+        for mode, live in modes.items():
+            drained, s = r[f"{mode}_drain"]["records_per_s"], live["latency_ms"]
+            rows.append(
+                f"| {mode.replace('_', '-')} | {drained:,} | {round(drained / bare, 3)} | "
+                f"{live['rate_per_s']:,} | {s.get('p50')} / {s.get('p95')} / {s.get('p99')}"
+                f" (n={s.get('outputs', 0)}) | "
+                f"{' / '.join(str(q) for q in live.get('p50_by_quarter_ms', []))} |")
+    return rows
+
+
 def _platform(r: dict, app: str) -> str:
     """'rate | app/platform', or 'n/a | n/a' for results from before the step existed."""
     if "platform" not in r:
@@ -100,6 +128,7 @@ def render() -> str:
              "End-to-end latency (producer timestamp to visible to a read_committed "
              "consumer) while the producer sends at fractions of the drained rate:", "",
              *latency_rows(), "",
+             *realtime_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
              *keyed_state_rows(), "", *peers_rows(), "", *state_scaling_rows()]
     return "\n".join(parts)
