@@ -51,9 +51,14 @@ def send_json(bootstrap: str, topic: str, records: Iterable[dict], key_field: st
 
 
 def read_all(bootstrap: str, topic: str, *, read_committed: bool = True,
-             idle_timeout_s: float = 3.0, max_wait_s: float = 60.0) -> list[ConsumedRecord]:
+             idle_timeout_s: float = 3.0, max_wait_s: float = 60.0,
+             complete: bool = False) -> list[ConsumedRecord]:
     """Every record in ``topic`` up to its current end (the last stable offset when
-    read_committed), in partition then offset order."""
+    read_committed), in partition then offset order. By default that may be part of the
+    topic: what was read by ``max_wait_s`` (a topic still being written), or up to a
+    transaction left open (a read_committed reader gets its end-of-partition at the last
+    stable offset). ``complete=True`` raises IncompleteRead in both cases instead, for
+    checks that count every record."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"test-reader-{uuid.uuid4().hex}",
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -63,7 +68,7 @@ def read_all(bootstrap: str, topic: str, *, read_committed: bool = True,
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        records, at_end = [], set()
+        records, at_end, ends = [], set(), {}
         deadline = time.monotonic() + max_wait_s
         last_record = time.monotonic()
         while time.monotonic() < deadline:
@@ -76,6 +81,7 @@ def read_all(bootstrap: str, topic: str, *, read_committed: bool = True,
             if message.error():
                 if message.error().code() == -191:  # _PARTITION_EOF
                     at_end.add(message.partition())
+                    ends[message.partition()] = message.offset()
                     continue
                 raise RuntimeError(message.error())
             at_end.discard(message.partition())
@@ -84,6 +90,38 @@ def read_all(bootstrap: str, topic: str, *, read_committed: bool = True,
                 message.key(), message.value(),
                 {k: (v or b"").decode(errors="replace") for k, v in (message.headers() or [])},
                 message.partition(), message.offset()))
+        if complete:
+            _check_read_to_the_end(bootstrap, topic, ends, len(records))
         return sorted(records, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()
+
+
+class IncompleteRead(RuntimeError):
+    """A partition was not read to its high watermark."""
+
+
+def _check_read_to_the_end(bootstrap: str, topic: str, ends: dict[int, int],
+                           count: int) -> None:
+    # A read_committed consumer's watermark query answers the last stable offset: ask
+    # with read_uncommitted for the true end of the log.
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks",
+                      "isolation.level": "read_uncommitted", "log_level": 3})
+    try:
+        short = {}
+        for partition in probe.list_topics(topic, timeout=10).topics[topic].partitions:
+            high = probe.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+            if ends.get(partition, -1) < high:
+                short[partition] = (ends.get(partition), high)
+    finally:
+        probe.close()
+    if short:
+        raise IncompleteRead(
+            f"{topic}: not read to their end (partition: (end reached, high watermark)) "
+            f"{short} after {count} records: a transaction left open, or still written")
+
+
+def read_finished(bootstrap: str, topic: str) -> list[ConsumedRecord]:
+    """Every committed record of a topic no longer being written (the app has stopped),
+    or IncompleteRead: recovery checks count every record, so a partial read must fail."""
+    return read_all(bootstrap, topic, complete=True)
