@@ -109,9 +109,16 @@ def produce_through_kills(app: str, settings: PlatformSettings, topic: str,
                 sent.append(record)
                 yield record
 
-    producer = threading.Thread(target=send_all, args=(
-        kafka_producer(settings.bootstrap_servers), topic, records()),
-        kwargs={"rate_per_s": rate_per_s})
+    failures: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            send_all(kafka_producer(settings.bootstrap_servers), topic, records(),
+                     rate_per_s=rate_per_s)
+        except BaseException as error:  # a thread's exception is otherwise only printed
+            failures.append(error)
+
+    producer = threading.Thread(target=produce)
     producer.start()  # runs until the kills are over
     report = kill_and_restart(app, settings, kills=kills, rng=rng,
                               extra_uptime_s=extra_uptime_s, log_dir=log_dir, **env)
@@ -119,6 +126,8 @@ def produce_through_kills(app: str, settings: PlatformSettings, topic: str,
         time.sleep(0.2)
     stop.set()
     producer.join()
+    if failures:  # records the oracle counts as sent may not be in the topic
+        raise RuntimeError("the producer failed during the kills") from failures[0]
     finished = catch_up(app, settings, **(catch_up_env or {}))
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert report.committed_at_kill[0] > 0, report

@@ -19,7 +19,7 @@ from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import Thresholds
 from shared.registry import FRAUD
 from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
-from shared.testing.kafka_tools import read_all
+from shared.testing.kafka_tools import read_finished
 
 pytestmark = pytest.mark.integration
 RATE = 150
@@ -47,14 +47,15 @@ def test_alerts_survive_three_kills(kafka_settings, create_topics, tmp_path):
         log_dir=tmp_path, STATEWISE_MAX_OFFSETS_PER_TRIGGER="2000")
 
     bootstrap = settings.bootstrap_servers
-    alerts = [r.json() for r in read_all(bootstrap, FRAUD.outputs[0].qualified(prefix))]
+    alerts = [r.json() for r in read_finished(bootstrap, FRAUD.outputs[0].qualified(prefix))]
     ids = Counter(a["alert_id"] for a in alerts)
     assert [i for i, n in ids.items() if n > 1] == []  # no duplicate
 
     # The oracle sees what the app accepted: all sent records but those it reported as
     # dead letters or late (one copy each: duplicates share their bytes).
-    set_aside = Counter(r.value for r in read_all(bootstrap, FRAUD.dead_letter.qualified(prefix)))
-    set_aside += Counter(r.value for r in read_all(bootstrap, FRAUD.late.qualified(prefix)))
+    set_aside = Counter(
+        r.value for r in read_finished(bootstrap, FRAUD.dead_letter.qualified(prefix)))
+    set_aside += Counter(r.value for r in read_finished(bootstrap, FRAUD.late.qualified(prefix)))
     accepted = Counter(r.value for r in records) - set_aside
     assert sum(set_aside.values()) > 0
     transactions = [json.loads(v) for v in accepted.elements()]

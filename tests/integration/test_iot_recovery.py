@@ -27,7 +27,7 @@ from apps.iot.screening import OUT_OF_RANGE, SEQ_NOT_INCREASING
 from apps.iot.settings import IotSettings
 from shared.registry import IOT
 from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
-from shared.testing.kafka_tools import read_all
+from shared.testing.kafka_tools import read_finished
 
 pytestmark = pytest.mark.integration
 RATE = 150
@@ -82,22 +82,22 @@ def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
 
     bootstrap = settings.bootstrap_servers
     # The full log (compaction has not run on the active segment): every row written.
-    rows = read_all(bootstrap, IOT.outputs[0].qualified(prefix))
+    rows = read_finished(bootstrap, IOT.outputs[0].qualified(prefix))
     aggregates = [r.json() for r in rows]
     identities = Counter((a["device_id"], a["metric"], a["interval_s"], a["tick_ms"])
                          for a in aggregates)
     assert [i for i, n in identities.items() if n > 1] == []  # no duplicate
     assert all(r.key == f"{a['device_id']}|{a['metric']}|{a['interval_s']}".encode()
                for r, a in zip(rows, aggregates, strict=True))
-    alerts = [r.json() for r in read_all(bootstrap, IOT.outputs[1].qualified(prefix))]
+    alerts = [r.json() for r in read_finished(bootstrap, IOT.outputs[1].qualified(prefix))]
     ids = Counter(a["alert_id"] for a in alerts)
     assert [i for i, n in ids.items() if n > 1] == []  # no duplicate
 
     # The oracle sees what the app accepted: all sent records but those set aside with
     # their original bytes as dead letters or late (one copy each: duplicates share
     # their bytes). The app's own dead letters (range, seq) are the oracle's to find.
-    letters = read_all(bootstrap, IOT.dead_letter.qualified(prefix))
-    late = Counter(r.value for r in read_all(bootstrap, IOT.late.qualified(prefix)))
+    letters = read_finished(bootstrap, IOT.dead_letter.qualified(prefix))
+    late = Counter(r.value for r in read_finished(bootstrap, IOT.late.qualified(prefix)))
     accepted = Counter(r.value for r in records) - Counter(r.value for r in letters) - late
     assert late  # buffered flushes and held-up readings did arrive behind the watermark
     screened = screen(json.loads(v) for v in accepted.elements())

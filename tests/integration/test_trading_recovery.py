@@ -20,7 +20,7 @@ from apps.trading.reference import Instruments
 from apps.trading.settings import TradingRules, TradingSettings
 from shared.registry import TRADING
 from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
-from shared.testing.kafka_tools import read_all
+from shared.testing.kafka_tools import read_finished
 
 pytestmark = pytest.mark.integration
 RATE = 150
@@ -50,8 +50,8 @@ def test_figures_survive_three_kills(kafka_settings, create_topics, tmp_path):
         log_dir=tmp_path, catch_up_env=ENV, **ENV)
 
     bootstrap = settings.bootstrap_servers
-    figure_rows = [r.json() for r in read_all(bootstrap, TRADING.outputs[0].qualified(prefix))]
-    bar_rows = [r.json() for r in read_all(bootstrap, TRADING.outputs[1].qualified(prefix))]
+    figure_rows = [r.json() for r in read_finished(bootstrap, TRADING.outputs[0].qualified(prefix))]
+    bar_rows = [r.json() for r in read_finished(bootstrap, TRADING.outputs[1].qualified(prefix))]
     got_figures, repeated = figures_of(figure_rows)
     assert repeated == []  # no duplicate across the kills
     got_bars, repeated = bars_of(bar_rows)
@@ -60,8 +60,9 @@ def test_figures_survive_three_kills(kafka_settings, create_topics, tmp_path):
     # The oracle sees all sent records but those set aside with their original bytes
     # (the gate's dead letters, late records); the app's own dead letters (fat fingers,
     # bad prices) are the oracle's business to find again.
-    set_aside = Counter(r.value for r in read_all(bootstrap, TRADING.dead_letter.qualified(prefix)))
-    late = Counter(r.value for r in read_all(bootstrap, TRADING.late.qualified(prefix)))
+    set_aside = Counter(
+        r.value for r in read_finished(bootstrap, TRADING.dead_letter.qualified(prefix)))
+    late = Counter(r.value for r in read_finished(bootstrap, TRADING.late.qualified(prefix)))
     accepted = Counter(r.value for r in records) - set_aside - late
     feed = [json.loads(v) for v in accepted.elements()]
     app_settings = TradingSettings(instruments=INSTRUMENTS, session_open_utc="00:00",
