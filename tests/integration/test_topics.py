@@ -5,9 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
+from shared.producer import kafka_producer
 from shared.registry import FRAUD
-from shared.topics import TopicMismatch, admin_client, describe_config, provision
+from shared.topics import TopicMismatch, TopicSpec, admin_client, describe_config, provision
 
 pytestmark = pytest.mark.integration
 
@@ -38,3 +41,27 @@ def test_a_partition_count_that_differs_from_the_spec_is_reported(kafka_settings
     wider = dataclasses.replace(spec, partitions=spec.partitions + 2)
     with pytest.raises(TopicMismatch, match="partitions"):
         provision(admin, [wider], kafka_settings.topic_prefix)
+
+
+def test_provisioned_topics_take_records_on_every_partition_at_once(kafka_settings):
+    """provision returns only when every partition answers on its leader: records sent
+    straight after it all land (a partition created on the broker after CreateTopics
+    returned once cost an idempotent producer its first records, silently)."""
+    bootstrap = kafka_settings.bootstrap_servers
+    admin = admin_client(bootstrap)
+    for round_ in range(3):
+        specs = [TopicSpec(f"ready-{round_}-{i}", "test", "readiness", partitions=8)
+                 for i in range(4)]
+        provision(admin, specs, kafka_settings.topic_prefix)
+        producer = kafka_producer(bootstrap)
+        for spec in specs:
+            for partition in range(spec.partitions):
+                for n in range(20):
+                    producer.produce(spec.qualified(kafka_settings.topic_prefix),
+                                     value=b"%d" % n, partition=partition)
+        assert producer.flush(30) == 0
+        for spec in specs:
+            ends = admin.list_offsets(
+                {TopicPartition(spec.qualified(kafka_settings.topic_prefix), p):
+                 OffsetSpec.latest() for p in range(spec.partitions)})
+            assert [f.result().offset for f in ends.values()] == [20] * spec.partitions
