@@ -1,5 +1,5 @@
 """Detached local daemons (the Kafka broker, Spark's master and workers): pid files,
-liveness, a graceful stop, and ports."""
+liveness, a graceful stop, and ports; and process trees, for failures as a machine's."""
 
 from __future__ import annotations
 
@@ -69,3 +69,31 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def descendants(root: int) -> list[int]:
+    """Every process under ``root`` (children, their children...), from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid ...": comm may hold spaces, so split after its ')'.
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, queue = [], [root]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def kill_tree(root: int) -> list[int]:
+    """SIGKILL ``root`` and every process under it, found before the first kill (an
+    orphan is re-parented at once); returns the pids killed below ``root``."""
+    under = descendants(root)
+    for pid in [root, *under]:
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            os.kill(pid, signal.SIGKILL)
+    return under
