@@ -2,11 +2,16 @@
 restart it on the same checkpoint; then let it catch up. For recovery tests of any app.
 The kills land in a running stream: each run is killed only after it has committed a
 batch of its own (counted in the checkpoint's commit log, a local folder here).
+
+What is killed: the app's driver process (``driver``, the default; its JVM then exits
+by itself) or the driver with its JVM and Python workers at once (``machine``), chosen by
+``STATEWISE_CHAOS_SCOPE`` for a whole test run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -16,8 +21,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.processes import kill_tree
 from shared.settings import PlatformSettings
 from shared.testing.canary_runs import settings_env
+
+CHAOS_SCOPE = os.environ.get("STATEWISE_CHAOS_SCOPE", "driver")
 
 
 @dataclass
@@ -72,11 +80,19 @@ def kill_and_restart(app: str, settings: PlatformSettings, *, kills: int, rng: r
                 _wait_for_new_batch(process, settings, app, before, timeout_s=240)
                 time.sleep(rng.uniform(*extra_uptime_s))
             finally:
-                process.kill()  # SIGKILL: no graceful stop, no flush
+                kill(process)
                 process.wait()
             report.uptimes_s.append(time.monotonic() - started)
             report.committed_at_kill.append(committed_batches(settings, app))
     return report
+
+
+def kill(process: subprocess.Popen) -> None:
+    """SIGKILL: no graceful stop, no flush; with the JVM and workers under ``machine``."""
+    if CHAOS_SCOPE == "machine":
+        kill_tree(process.pid)
+    else:
+        process.kill()
 
 
 def catch_up(app: str, settings: PlatformSettings, **env: str) -> subprocess.CompletedProcess:
