@@ -5,9 +5,7 @@ resident memory of its parts sampled from /proc (psutil is not in the venv).
 (local mode: the executors live in that JVM), and the JVM starts the Python workers
 (``pyspark.daemon`` and the workers it forks, and transformWithState's driver-side
 worker). Each run gets a session of its own (``start_new_session``), so a kill can take
-the whole tree, as a machine failure would; shared/testing/chaos.py kills the Python
-driver only, which is right for its correctness checks but would leave the JVM working
-for a while here and spoil the timing.
+the whole tree, as a machine failure would (as shared/testing/chaos.py does by default).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ restart it on the same checkpoint; then let it catch up. For recovery tests of a
 The kills land in a running stream: each run is killed only after it has committed a
 batch of its own (counted in the checkpoint's commit log, a local folder here).
 
-What is killed: the app's driver process (``driver``, the default; its JVM then exits
-by itself) or the driver with its JVM and Python workers at once (``machine``), chosen by
-``STATEWISE_CHAOS_SCOPE`` for a whole test run.
+What is killed: the app's driver with its JVM and Python workers at once (``machine``,
+the default, as a machine failure), or the driver process alone (``driver``; its JVM then
+exits by itself through its shutdown hooks), chosen by ``STATEWISE_CHAOS_SCOPE``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from shared.processes import kill_tree
 from shared.settings import PlatformSettings
 from shared.testing.canary_runs import settings_env
 
-CHAOS_SCOPE = os.environ.get("STATEWISE_CHAOS_SCOPE", "driver")
+CHAOS_SCOPE = os.environ.get("STATEWISE_CHAOS_SCOPE", "machine")
 
 
 @dataclass
