@@ -175,11 +175,13 @@ def by_second(seen_ms: list[int], latency: list[float], start_ms: int) -> list[l
     the tail is spread out or one pause (a real-time batch ending and the next starting)."""
     seen, values = np.asarray(seen_ms), np.asarray(latency)
     kept = seen >= start_ms
-    seconds = (seen[kept] - start_ms) // 1000
-    return [[int(second), int((seconds == second).sum()),
-             round(float(np.median(values[kept][seconds == second])), 1),
-             round(float(values[kept][seconds == second].max()), 1)]
-            for second in np.unique(seconds)]
+    seconds, values = (seen[kept] - start_ms) // 1000, values[kept]
+    out = []
+    for second in np.unique(seconds):
+        in_second = values[seconds == second]
+        out.append([int(second), len(in_second), round(float(np.median(in_second)), 1),
+                    round(float(in_second.max()), 1)])
+    return out
 
 
 def collect(bootstrap: str, topic: str, out: str, seconds: float) -> None:

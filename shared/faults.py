@@ -25,7 +25,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shared.processes import descendants, kill_tree
+from shared.processes import kill_tree
 
 ENV_VAR = "STATEWISE_FAULTS"
 SCOPE_VAR = "STATEWISE_FAULTS_SCOPE"
@@ -76,7 +76,7 @@ def _kill_jvm_tree() -> None:
     process = getattr(SparkContext._gateway, "proc", None)  # None: no JVM started here
     if process is None:
         return
-    # Said before the kills: the tests check that the JVM went too.
-    print(f"fault: killing JVM {process.pid} and {len(descendants(process.pid))} processes "
-          "under it", file=sys.stderr, flush=True)
-    kill_tree(process.pid)
+    under = kill_tree(process.pid)
+    # The driver still runs until its own kill: the tests check that the JVM went too.
+    print(f"fault: killed JVM {process.pid} and {len(under)} processes under it",
+          file=sys.stderr, flush=True)

@@ -104,16 +104,10 @@ def with_enough_slots(settings: PlatformSettings, slots: int) -> PlatformSetting
 
 
 def realtime_spark(settings: PlatformSettings, app_name: str) -> SparkSession:
-    """shared.spark.build_session plus REALTIME_CONTEXT_CONF. build_session takes no
-    context settings of its own, so they travel in PYSPARK_SUBMIT_ARGS, which pyspark
-    reads when it starts the JVM (no effect on a JVM already running)."""
+    """shared.spark.build_session with REALTIME_CONTEXT_CONF."""
     from shared.spark import build_session
 
-    flags = " ".join(f"--conf {key}={value}" for key, value in REALTIME_CONTEXT_CONF.items())
-    submit = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
-    if flags not in submit:
-        os.environ["PYSPARK_SUBMIT_ARGS"] = f"{flags} {submit}"
-    return build_session(settings, app_name)
+    return build_session(settings, app_name, REALTIME_CONTEXT_CONF)
 
 
 def checkpoint_paths(rt: RealtimeApp, settings: PlatformSettings) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -87,15 +88,17 @@ def session_conf(settings: PlatformSettings, app_name: str) -> dict[str, str]:
     return conf
 
 
-def build_session(settings: PlatformSettings, app_name: str) -> SparkSession:
-    """Create (or return the running) SparkSession for ``app_name``."""
+def build_session(settings: PlatformSettings, app_name: str,
+                  context_conf: Mapping[str, str] | None = None) -> SparkSession:
+    """Create (or return the running) SparkSession for ``app_name``. ``context_conf``:
+    settings a mode adds, read when the context starts (no effect on a running one)."""
     # Executors run the interpreter PYSPARK_PYTHON names when the context starts: the
     # venv's here (else transformWithState cannot import protobuf and pyarrow), or the
     # packed environment's on a cluster (shared/deploy.py).
     os.environ["PYSPARK_PYTHON"] = executor_python(settings)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder
-    for key, value in session_conf(settings, app_name).items():
+    for key, value in {**session_conf(settings, app_name), **(context_conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STATEWISE_SPARK_LOG_LEVEL", "WARN"))

@@ -54,7 +54,7 @@ def test_machine_failures_at_sink_points_leave_outputs_equal_to_the_oracle(
         killed = catch_up("trading", settings, STATEWISE_FAULTS=plan,
                           STATEWISE_FAULTS_SCOPE="machine", **ENV)
         assert killed.returncode == -9, (plan, killed.stderr[-3000:])
-        assert "fault: killing JVM" in killed.stderr, plan
+        assert "fault: killed JVM" in killed.stderr, plan
         # Killed inside batch N's sink: batches up to N-1 committed, N not.
         assert committed_batches(settings, "trading") == int(plan.split("@")[1]), plan
         logs.append(killed.stderr)
