@@ -32,6 +32,7 @@ from shared.settings import PlatformSettings
 
 LATE_EVENT_TIME = "_late_event_time"  # set on late candidates only
 _REASON, _STAGE = "_reason", "_stage"
+_BARRIER = "_optimizer_barrier"
 
 
 def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
@@ -42,9 +43,10 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
     ``control_raw``: the raw records of the app's control topic, or None.
     """
     schema = app.input_topic.schema
-    staged = _with_reason(parse(raw, schema), gate)
+    staged = _with_reason(parse(raw, schema), gate).withColumn(
+        _BARRIER, F.spark_partition_id() >= 0)
     fields = [*schema.field_names, *([EVENT_TIME] if schema.event_time_field else []), SOURCE]
-    records = staged.where(F.col(_REASON).isNull()).select(*fields)
+    records = kept(staged, F.col(_REASON).isNull()).select(*fields)
     lateness = app.allowed_lateness(settings)
     watermarked = records.withWatermark(EVENT_TIME, lateness) if lateness else records
     control, rejected_control = _control(control_raw, app, settings)
@@ -55,6 +57,14 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
     if rejected_control is not None:
         parts.append(rejected_control)
     return reduce(DataFrame.unionByName, parts)
+
+
+def kept(staged: DataFrame, condition: Column) -> DataFrame:
+    """``staged.where(condition)`` read from the columns already computed. The barrier
+    column is always true but not deterministic, so the optimizer cannot push the filter
+    below the projection that parses: it would copy the JSON parse (and the quality
+    predicates) into the filter once per column reference, 140 times per record."""
+    return staged.where(F.col(_BARRIER) & condition)
 
 
 def _envelopes(output: Output, prefix: str) -> DataFrame:
@@ -71,11 +81,11 @@ def _control(control_raw: DataFrame | None, app: AppDefinition, settings: Platfo
     spec = app.topics.control
     if control_raw is None or spec is None or spec.schema is None:
         return None, None
-    staged = parse(control_raw, spec.schema)
+    staged = parse(control_raw, spec.schema).withColumn(_BARRIER, F.spark_partition_id() >= 0)
     reason = F.col(DECODE_REASON)
-    decoded = staged.where(reason.isNull()).select(*spec.schema.field_names)
+    decoded = kept(staged, reason.isNull()).select(*spec.schema.field_names)
     rejected = dead_letter_envelopes(
-        staged.where(reason.isNotNull()), reason=reason, app=app.name, stage="control",
+        kept(staged, reason.isNotNull()), reason=reason, app=app.name, stage="control",
         topic=app.topics.dead_letter.qualified(settings.topic_prefix),
     ).withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
     return decoded, rejected
@@ -99,7 +109,7 @@ def _side_outputs(staged: DataFrame, app: AppDefinition, settings: PlatformSetti
     """Dead letters and (when the app has a watermark) late candidates, in one branch."""
     prefix = settings.topic_prefix
     rejected = F.col(_REASON).isNotNull()
-    rows = staged if lateness else staged.where(rejected)
+    rows = kept(staged, F.lit(True)) if lateness else kept(staged, rejected)
     late_reason = F.lit(f"event time at or behind the watermark (allowed lateness {lateness})")
     routed = rows.withColumn(
         LATE_EVENT_TIME, F.when(~rejected, F.col(EVENT_TIME)).cast("timestamp"))
