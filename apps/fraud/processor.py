@@ -56,9 +56,8 @@ class FraudProcessor(BucketedProcessor):
         due = undecided & (event_ms <= ctx.watermark_ms)
         cutoff_ms = ctx.watermark_ms - horizon_ms
         if not due.any() and not (~undecided & (event_ms <= cutoff_ms)).any():
-            # Nothing to judge or trim: the state stays, the bucket wakes for the next.
-            return BucketUpdate.wake_only(int(event_ms[undecided].min()) if undecided.any()
-                                          else None)
+            # Nothing to judge or trim: the state stays, each card wakes at its next.
+            return BucketUpdate.wake_only(_earliest_undecided(history, undecided))
         timeline = Timeline.of(history, horizon_ms)
         entries = timeline.rows
         ready = np.flatnonzero(~entries["decided"].to_numpy(dtype=bool)
@@ -72,9 +71,14 @@ class FraudProcessor(BucketedProcessor):
         keep = _kept(timeline, entries["decided"].to_numpy(dtype=bool), cutoff_ms,
                      rule.decided_tail, ctx.watermark_ms - rule.tail_reach_ms)
         entries = entries if keep.all() else entries[keep].reset_index(drop=True)
-        pending = entries["event_ms"][~entries["decided"].to_numpy(dtype=bool)]
-        return BucketUpdate(keys=keys, outputs=alerts, history=entries,
-                            wake_at_ms=int(pending.min()) if len(pending) else None)
+        return BucketUpdate(keys=keys, outputs=alerts, history=entries, wake_at_ms=(
+            _earliest_undecided(entries, ~entries["decided"].to_numpy(dtype=bool))))
+
+
+def _earliest_undecided(entries: pd.DataFrame, undecided: np.ndarray) -> pd.Series:
+    """Per card, its earliest transaction still to judge: when the card must be woken."""
+    pending = entries[undecided]
+    return pending.groupby("card_id", sort=False)["event_ms"].min()
 
 
 def _kept(timeline: Timeline, decided: np.ndarray, cutoff_ms: int, tail: int,

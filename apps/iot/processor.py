@@ -120,19 +120,23 @@ class IotProcessor(BucketedProcessor):
                             wake_at_ms=self._wake_at(keys, slices, waiting, last_tick))
 
     def _wake_at(self, keys: pd.DataFrame, slices: pd.DataFrame, waiting: pd.DataFrame,
-                 last_tick: int) -> int | None:
-        """The next tick a kept slice reaches, the next pending reading, the next offline
-        instant: whichever comes first."""
+                 last_tick: int) -> pd.Series:
+        """Per device: the next tick one of its kept slices reaches, its next pending
+        reading, its next offline instant, whichever comes first."""
         stamps = []
         if len(slices):  # a kept slice reaches the next tick (see the trim above)
-            stamps.append(last_tick + self.cadence_ms)
+            devices = pd.unique(slices["device_id"].to_numpy())
+            stamps.append(pd.Series(last_tick + self.cadence_ms, index=devices))
         if len(waiting):
-            stamps.append(int(waiting["at_ms"].min()))
+            stamps.append(waiting.groupby("device_id", sort=False)["at_ms"].min())
         last_ms = keys["last_accepted_ms"].to_numpy(dtype=np.int64)
         silent = (last_ms >= 0) & ~keys["offline_sent"].to_numpy(dtype=bool)
         if silent.any():
-            stamps.append(int(last_ms[silent].min()) + self.gap_ms)
-        return min(stamps) if stamps else None
+            stamps.append(pd.Series(last_ms[silent] + self.gap_ms,
+                                    index=keys.index[silent].to_numpy()))
+        if not stamps:
+            return pd.Series(dtype="int64")
+        return pd.concat(stamps).groupby(level=0, sort=False).min()
 
     def _threshold_alerts(self, table: SliceTable, windows: Windows, lives: Presence,
                           keys: pd.DataFrame, ctx: BucketContext

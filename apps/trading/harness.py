@@ -38,7 +38,7 @@ class TradingHarness:
         self.engine = BucketedHarness(self.processor, buckets=self.buckets,
                                       watermark_delay_ms=self.lateness_ms,
                                       output_columns=COLUMNS)
-        self.late: list[dict] = []
+        self.fed: list[dict] = []  # every record given to the engine, in order
         self.rejected: list[dict | None] = []
 
     @property
@@ -49,14 +49,18 @@ class TradingHarness:
         """One micro-batch's output rows (all routes)."""
         passed = [r for r in records if self._passes_gate(r)]
         self.rejected += [r for r in records if not self._passes_gate(r)]
-        watermark = self.engine.late_watermark_ms
-        self.late += [r for r in passed if r["event_time_ms"] <= watermark]
         if not passed:
-            return self.engine.advance_watermark(watermark)
+            return self.engine.advance_watermark(self.engine.late_watermark_ms)
+        self.fed += passed
         return self.engine.run_batch(as_frame(passed))
 
     def advance_watermark(self, to_ms: int) -> pd.DataFrame:
         return self.engine.advance_watermark(to_ms)
+
+    @property
+    def late(self) -> list[dict]:
+        """The records the operator routed to the late topic (left out of the oracle)."""
+        return [self.fed[p] for p in self.engine.late_positions()]
 
     def _passes_gate(self, record: dict | None) -> bool:
         """Decoding and the inline quality gate (required fields, kind, instrument)."""

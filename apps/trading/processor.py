@@ -143,17 +143,18 @@ class TradingProcessor(BucketedProcessor):
         keys.loc[book.names, "base_volume"] = volume.astype(np.int64)
         return book.rows[~old].reset_index(drop=True)
 
-    def _next_end(self, trades: pd.DataFrame, watermark: int) -> int | None:
-        """The earliest figure or bar end after the watermark holding a trade that may
-        still count (accepted or not judged yet)."""
+    def _next_end(self, trades: pd.DataFrame, watermark: int) -> pd.Series:
+        """Per instrument: the earliest figure or bar end after the watermark holding a
+        trade that may still count (accepted or not judged yet)."""
         live = trades["verdict"].to_numpy() != QUARANTINED
         t = trades["event_ms"].to_numpy(dtype=np.int64)[live]
         if not len(t):
-            return None
-        ends = [(t // b + 1) * b for b in (self.rules.step_ms, *self.rules.bar_ms)]
-        pending = np.concatenate(ends)
-        pending = pending[pending > watermark]
-        return int(pending.min()) if len(pending) else None
+            return pd.Series(dtype="int64")
+        ends = np.stack([(t // b + 1) * b for b in (self.rules.step_ms, *self.rules.bar_ms)])
+        ends = np.where(ends > watermark, ends, np.iinfo(np.int64).max).min(axis=0)
+        per_trade = pd.Series(ends, index=trades["instrument"].to_numpy()[live])
+        per_instrument = per_trade.groupby(level=0, sort=False).min()
+        return per_instrument[per_instrument < np.iinfo(np.int64).max]
 
 
 def _entry_key(is_cancel: np.ndarray, trade_ids: pd.Series) -> pd.Series:

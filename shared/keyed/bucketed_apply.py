@@ -28,6 +28,7 @@ from pyspark.sql.types import (
 )
 
 from shared.keyed.apply import _has_watermark, _spark_duration
+from shared.keyed.bucketed_envelopes import ENVELOPE_SCHEMA, EnvelopeSpec
 from shared.keyed.bucketed_processor import BucketedProcessor
 from shared.keyed.bucketed_spark import BucketedStatefulProcessor, InputLayout
 from shared.keyed.bucketed_spec import (
@@ -35,7 +36,11 @@ from shared.keyed.bucketed_spec import (
     CONTROL_PREFIX,
     EVENT_MS_COLUMN,
     IS_CONTROL_COLUMN,
+    KEY_HASH_COLUMN,
+    REJECT_COLUMN,
     RESERVED_PREFIX,
+    SOURCE_COLUMNS,
+    STAGE_COLUMN,
     BucketedSpec,
     BucketedSpecError,
     ControlSpec,
@@ -51,20 +56,29 @@ _EXACT_DTYPES: dict[type[DataType], str] = {
 def apply_bucketed(
     df: DataFrame,
     processor: BucketedProcessor,
-    output_schema: StructType,
+    output_schema: StructType | None = None,
     *,
     buckets: int,
     control: DataFrame | None = None,
     watermark_delay: str | timedelta | None = None,
     output_mode: str = "Append",
+    envelopes: EnvelopeSpec | None = None,
 ) -> DataFrame:
     """The processor's output stream. ``buckets`` (B) is fixed for the life of the
     checkpoint (the state records it and refuses another B). With ``idle_expiry`` a
     watermark on the event time column is needed: ``watermark_delay`` sets one, or the
     one ``df`` already has is used. ``control``: a stream with the spec's control columns.
+
+    With ``envelopes`` (the pipeline's single path) ``df`` holds every input record:
+    ``keyed_reject``/``keyed_stage`` name why a record was rejected upstream and the
+    ``keyed_src_*`` columns carry the Kafka record; the output is Kafka envelopes
+    (``ENVELOPE_SCHEMA``), dead letters and late records among them. The watermark still
+    moves with the event times, but the event time column reaches the operator without
+    its watermark mark, so that Spark hands late rows over instead of dropping them
+    uncounted, and the operator sends them to the late topic.
     """
     spec = processor.spec
-    _check_input(df, spec, buckets)
+    _check_input(df, spec, buckets, allow_layer_columns=envelopes is not None)
     if spec.idle_expiry is not None:
         if not isinstance(df.schema[spec.event_time_column].dataType, TimestampType):
             raise BucketedSpecError(
@@ -74,9 +88,12 @@ def apply_bucketed(
             df = df.withWatermark(spec.event_time_column, _spark_duration(watermark_delay))
     elif watermark_delay is not None:
         raise BucketedSpecError("watermark_delay is only used with idle_expiry")
-    data_schema = df.schema
-    stream = df.withColumn(BUCKET_COLUMN, bucket_of(spec.key_columns, buckets)).withColumn(
-        EVENT_MS_COLUMN, event_ms(df, spec.event_time_column))
+    stream = df.withColumn(EVENT_MS_COLUMN, event_ms(df, spec.event_time_column))
+    if envelopes is not None:
+        stream = _unmarked(stream, spec.event_time_column)
+    stream = stream.withColumn(KEY_HASH_COLUMN, _key_hash(spec, envelopes is not None))
+    stream = stream.withColumn(BUCKET_COLUMN, F.pmod(F.col(KEY_HASH_COLUMN), F.lit(buckets)))
+    data_schema = stream.drop(BUCKET_COLUMN).schema
     control_schema = None
     if control is not None:
         if spec.control is None:
@@ -85,10 +102,30 @@ def apply_bucketed(
         control_schema = control.select(*spec.control.schema.names).schema
         stream = stream.withColumn(IS_CONTROL_COLUMN, F.lit(False)).unionByName(
             broadcast, allowMissingColumns=True)
+    if envelopes is not None:
+        output_schema = ENVELOPE_SCHEMA
+    elif output_schema is None:
+        raise BucketedSpecError("typed outputs need an output_schema")
     layout = _layout(data_schema, control_schema, output_schema, buckets)
     return stream.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
-        BucketedStatefulProcessor(processor, layout), output_schema, output_mode,
+        BucketedStatefulProcessor(processor, layout, envelopes), output_schema, output_mode,
         spec.time_mode)
+
+
+def _unmarked(stream: DataFrame, column: str) -> DataFrame:
+    """``column`` recomputed from the epoch ms: same values, no watermark mark (a cast or
+    an alias would keep the mark, or be optimised back into the marked column)."""
+    return stream.withColumn(column, F.timestamp_millis(F.col(EVENT_MS_COLUMN)))
+
+
+def _key_hash(spec: BucketedSpec, envelopes: bool) -> Column:
+    """xxhash64 of the key columns; a rejected record (whose key may be missing) hashes
+    its Kafka coordinates instead, so rejects spread over the buckets."""
+    hashed = F.xxhash64(*[F.col(c) for c in spec.key_columns])
+    if not envelopes:
+        return hashed
+    coordinates = F.xxhash64(F.col(SOURCE_COLUMNS[1]), F.col(SOURCE_COLUMNS[2]))
+    return F.when(F.col(REJECT_COLUMN).isNull(), hashed).otherwise(coordinates)
 
 
 def bucket_of(key_columns: tuple[str, ...] | list[str], buckets: int) -> Column:
@@ -116,14 +153,17 @@ def broadcast_control(control: DataFrame, spec: ControlSpec, buckets: int) -> Da
                           F.lit(True).alias(IS_CONTROL_COLUMN))
 
 
-def _check_input(df: DataFrame, spec: BucketedSpec, buckets: int) -> None:
+def _check_input(df: DataFrame, spec: BucketedSpec, buckets: int,
+                 allow_layer_columns: bool = False) -> None:
     if buckets < 1:
         raise BucketedSpecError(f"buckets must be >= 1, got {buckets}")
     needed = [*spec.key_columns, spec.event_time_column]
     missing = [c for c in needed if c not in df.columns]
     if missing:
         raise BucketedSpecError(f"columns {missing} are not in the stream {df.columns}")
-    reserved = [c for c in df.columns if c.startswith(RESERVED_PREFIX) or c.startswith("_")]
+    layer = {REJECT_COLUMN, STAGE_COLUMN, *SOURCE_COLUMNS} if allow_layer_columns else set()
+    reserved = [c for c in df.columns if c not in layer
+                and (c.startswith(RESERVED_PREFIX) or c.startswith("_"))]
     if reserved:
         raise BucketedSpecError(
             f"columns {reserved} start with {RESERVED_PREFIX!r} or '_': rename them first")
@@ -132,10 +172,10 @@ def _check_input(df: DataFrame, spec: BucketedSpec, buckets: int) -> None:
 def _layout(data: StructType, control: StructType | None, output: StructType,
             buckets: int) -> InputLayout:
     return InputLayout(
-        bucket_count=buckets, data_columns=(*data.names, EVENT_MS_COLUMN),
+        bucket_count=buckets, data_columns=tuple(data.names),
         control_columns=() if control is None else tuple(control.names),
         output_columns=tuple(output.names),
-        data_dtypes=(*_exact_dtypes(data), (EVENT_MS_COLUMN, "int64")),
+        data_dtypes=_exact_dtypes(data),
         control_dtypes=() if control is None else _exact_dtypes(control))
 
 

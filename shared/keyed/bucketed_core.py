@@ -1,6 +1,9 @@
 """One bucket, one micro-batch, in vectorised pandas: the layer's logic without Spark.
 
-Per call, in this order (the same whether Spark calls with rows or with a timer):
+``stored`` holds only the keys this call concerns (bucketed_store.gather): those with rows
+in the batch and those whose wake-up or expiry is due; the rest of the bucket is neither
+read nor written. Per call, in this order (the same whether Spark calls with rows or with
+a timer):
 
 1. control: the batch's control records are merged into the bucket's latest ones (the
    greatest ``order_by`` per control key wins), so they apply to this batch's rows;
@@ -8,11 +11,14 @@ Per call, in this order (the same whether Spark calls with rows or with a timer)
    (``on_watermark`` and then ``on_expire`` see them first); rows arriving for such a key
    start it afresh;
 3. update: the app's ``update`` runs on the sorted rows; the layer then sets each key's
-   ``last_event_ms``, sorts and caps the history per key and enforces the bucket's cap;
+   ``last_event_ms`` and sorts and caps the history per key;
 4. decisions: the app's ``on_watermark`` judges what the watermark made final, and may
-   ask to be woken at a later event time (the bucket's one timer is the earlier of that
-   and the earliest key expiry);
-5. outputs are sorted, so a replayed batch emits the same rows in the same order.
+   ask to be woken at a later event time, per key; a key's due time is the earlier of
+   that and its expiry.
+
+Rows are sorted (by key hash, event time and their Kafka coordinates when they carry
+them) and every step is deterministic, so a replayed batch emits the same rows in the
+same order.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed_caps import cap_history, enforce_bucket_cap, history_key_index
+from shared.keyed.bucketed_caps import cap_history, history_key_index
 from shared.keyed.bucketed_order import sortable_columns, sorted_by
 from shared.keyed.bucketed_processor import (
     BucketContext,
@@ -30,9 +36,12 @@ from shared.keyed.bucketed_processor import (
     BucketState,
     BucketUpdate,
 )
+from shared.keyed.bucketed_segments import NO_DUE
 from shared.keyed.bucketed_spec import (
     EVENT_MS_COLUMN,
+    KEY_HASH_COLUMN,
     LAST_EVENT_MS,
+    SOURCE_COLUMNS,
     BucketedSpec,
     BucketedSpecError,
     ControlSpec,
@@ -50,12 +59,14 @@ class BatchClock:
 
 @dataclass(frozen=True)
 class BucketBatch:
-    """The outcome of one bucket's batch; ``control`` is None when it did not change."""
+    """The outcome of one bucket's batch; ``control`` is None when it did not change.
+    ``due_ms`` is aligned with ``stored.keys``: when each must be seen again (the earlier
+    of the app's wake-up and the key's expiry; NO_DUE for never)."""
 
     stored: StoredBucket
     outputs: pd.DataFrame | None
     control: pd.DataFrame | None
-    next_timer_ms: int | None  # the earliest key expiry or the app's wake-up
+    due_ms: np.ndarray
 
 
 def run_bucket_batch(processor: BucketedProcessor, bucket: int, stored: StoredBucket,
@@ -85,20 +96,33 @@ def run_bucket_batch(processor: BucketedProcessor, bucket: int, stored: StoredBu
         update = processor.update(_app_view(live), rows, ctx)
         live = apply_update(spec, live, update, rows, clock)
         outputs.append(update.outputs)
-    wake_at_ms = None
+    wake: int | pd.Series | None = None
     decision = processor.on_watermark(_app_view(live), ctx)
     if decision is not None:
         live = apply_decision(spec, live, decision)
         outputs.append(decision.outputs)
-        wake_at_ms = decision.wake_at_ms
-    live = enforce_bucket_cap(spec, live, bucket)
-    return BucketBatch(stored=live, outputs=sort_outputs(outputs, spec), control=merged,
-                       next_timer_ms=_earliest(next_expiry_ms(spec, live), wake_at_ms))
+        wake = decision.wake_at_ms
+    return BucketBatch(stored=live, outputs=_concat_outputs(outputs), control=merged,
+                       due_ms=due_ms(spec, live, wake, clock.watermark_ms))
 
 
-def _earliest(*stamps: int | None) -> int | None:
-    present = [s for s in stamps if s is not None]
-    return min(present) if present else None
+def due_ms(spec: BucketedSpec, live: StoredBucket, wake: int | pd.Series | None,
+           watermark_ms: int) -> np.ndarray:
+    """Per key: the earlier of the app's wake-up and the key's expiry, after the watermark
+    (a wake-up at or behind it would fire again at once: the key was just seen)."""
+    keys = live.keys
+    due = np.full(len(keys), NO_DUE, dtype=np.int64)
+    if isinstance(wake, pd.Series):
+        asked = wake.reindex(keys.index).to_numpy(dtype="float64")
+        present = ~np.isnan(asked)
+        due[present] = asked[present].astype(np.int64)
+    elif wake is not None:
+        due[:] = int(wake)
+    if spec.idle_expiry_ms is not None:
+        due = np.minimum(due, keys[LAST_EVENT_MS].to_numpy(dtype=np.int64) + spec.idle_expiry_ms)
+    if watermark_ms >= 0:
+        due = np.where(due <= watermark_ms, watermark_ms + 1, due)
+    return due
 
 
 def merge_control(spec: ControlSpec | None, stored: pd.DataFrame | None,
@@ -146,21 +170,38 @@ def split_expired(spec: BucketedSpec, stored: StoredBucket, watermark_ms: int,
 
 
 def _keyed_rows(rows: pd.DataFrame | None, spec: BucketedSpec) -> pd.DataFrame | None:
-    """The rows sorted, or None when there are none. A row without a key has no place in
-    a key table and is dropped (the pipeline should route such rows to dead letters)."""
+    """The rows sorted, or None when there are none. Rows reach here with a key (the
+    Spark side turns keyless rows into dead letters)."""
     if rows is None or not len(rows):
         return None
-    keys = rows[list(spec.key_columns)]
-    if keys.isna().to_numpy().any():
-        rows = rows[keys.notna().all(axis=1).to_numpy()]
-    return sort_rows(rows, spec) if len(rows) else None
+    return sort_rows(rows, spec)
 
 
 def sort_rows(rows: pd.DataFrame, spec: BucketedSpec) -> pd.DataFrame:
-    """Rows by key, event time, then every other sortable column: Spark does not promise
-    an order within a group, and replays must compute the same (float) results."""
+    """Rows by key, event time, then their Kafka coordinates (unique per record) or, for
+    rows without them, every other sortable column: Spark does not promise an order
+    within a group, and replays must compute the same (float) results. Integers only:
+    keys by their hash, the rare hash collision broken by the key itself."""
+    if KEY_HASH_COLUMN in rows.columns and SOURCE_COLUMNS[2] in rows.columns:
+        order = np.lexsort((rows[SOURCE_COLUMNS[2]].to_numpy(), rows[SOURCE_COLUMNS[1]].to_numpy(),
+                            rows[EVENT_MS_COLUMN].to_numpy(), rows[KEY_HASH_COLUMN].to_numpy()))
+        ordered = rows.take(order).reset_index(drop=True)
+        if not _hash_collision(ordered, spec):
+            return ordered
     first = [*spec.key_columns, EVENT_MS_COLUMN]
     return sorted_by(rows, [*first, *sortable_columns(rows, exclude=first)])
+
+
+def _hash_collision(rows: pd.DataFrame, spec: BucketedSpec) -> bool:
+    hashes = rows[KEY_HASH_COLUMN].to_numpy()
+    same = hashes[1:] == hashes[:-1]
+    if not same.any():
+        return False
+    for name in spec.key_columns:
+        values = rows[name].to_numpy()
+        if (same & (values[1:] != values[:-1])).any():
+            return True
+    return False
 
 
 def apply_update(spec: BucketedSpec, live: StoredBucket, update: BucketUpdate,
@@ -170,8 +211,6 @@ def apply_update(spec: BucketedSpec, live: StoredBucket, update: BucketUpdate,
     keys = _checked_keys(spec, update.keys)
     keys[LAST_EVENT_MS] = _last_event_ms(spec, live.keys[LAST_EVENT_MS], rows, keys.index,
                                          clock)
-    if not keys.index.is_monotonic_increasing:
-        keys = keys.sort_index()
     return _with_history(spec, replace(live, keys=keys), update)
 
 
@@ -210,24 +249,15 @@ def apply_decision(spec: BucketedSpec, live: StoredBucket, decision: BucketUpdat
     if len(unknown):
         raise BucketedSpecError(f"on_watermark() may not add keys, got {list(unknown[:3])}")
     keys[LAST_EVENT_MS] = live.keys[LAST_EVENT_MS].reindex(keys.index).to_numpy()
-    return _with_history(spec, replace(live, keys=keys.sort_index()), decision)
+    return _with_history(spec, replace(live, keys=keys), decision)
 
 
-def next_expiry_ms(spec: BucketedSpec, stored: StoredBucket) -> int | None:
-    """The bucket's one timer: the earliest key expiry (None: no keys or no expiry)."""
-    if spec.idle_expiry_ms is None or not len(stored.keys):
-        return None
-    return int(stored.keys[LAST_EVENT_MS].min()) + spec.idle_expiry_ms
-
-
-def sort_outputs(parts: list[pd.DataFrame | None], spec: BucketedSpec) -> pd.DataFrame | None:
+def _concat_outputs(parts: list[pd.DataFrame | None]) -> pd.DataFrame | None:
+    """The outputs in the order the hooks made them (deterministic: so are the hooks)."""
     frames = [p for p in parts if p is not None and len(p)]
     if not frames:
         return None
-    outputs = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    first = list(spec.output_order or [c for c in spec.key_columns if c in outputs.columns])
-    order = first if spec.output_order else [*first, *sortable_columns(outputs, exclude=first)]
-    return sorted_by(outputs, order)
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def _last_event_ms(spec: BucketedSpec, before: pd.Series, rows: pd.DataFrame,

@@ -3,13 +3,18 @@
 It runs the same ``BucketedStatefulProcessor`` a query runs, on the in-memory state
 handle of ``shared.keyed.memory``, and mirrors what Spark does around it per batch:
 
-1. rows at or behind the batch's watermark are dropped (EventTime mode only);
-2. each key goes to a bucket (a stable pandas hash, not Spark's xxhash64: the buckets
-   differ from a real query's, the per-key results do not); control records go to every
-   bucket, unioned with the rows as Spark's ``unionByName`` does (nulls across sides);
-3. ``handleInputRows`` per bucket with rows, in bucket order, with ``TimerValues``;
-4. timers at or behind the watermark fire through ``handleExpiredTimer``;
-5. the watermark becomes max(event time) - delay; if it moved, a no-data batch fires
+1. each key gets a 64-bit hash (a stable pandas hash, not Spark's xxhash64: the buckets
+   differ from a real query's, the per-key results do not) and goes to bucket
+   hash mod B; each row gets Kafka-like coordinates (partition 0, a running offset);
+2. late rows: with ``operator_late`` (the pipeline's single path, the default) every row
+   reaches the operator, which sends those at or behind its bucket's last watermark to
+   ``late``; without it, rows at or behind the previous batch's watermark are dropped
+   first, as Spark's EventTime operator does;
+3. control records go to every bucket, unioned with the rows as Spark's ``unionByName``
+   does (nulls across sides);
+4. ``handleInputRows`` per bucket with rows, in bucket order, with ``TimerValues``;
+5. timers at or behind the watermark fire through ``handleExpiredTimer``;
+6. the watermark becomes max(event time) - delay; if it moved, a no-data batch fires
    the timers due (Spark's ``noDataMicroBatches`` default).
 """
 
@@ -18,21 +23,29 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from pyspark.sql import Row
-from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
+from pyspark.sql.streaming.stateful_processor import TimerValues
 
+from shared.keyed.bucketed_call import CallResult
+from shared.keyed.bucketed_codec import header_from_state, load
 from shared.keyed.bucketed_processor import BucketedProcessor
 from shared.keyed.bucketed_spark import BucketedStatefulProcessor, InputLayout
 from shared.keyed.bucketed_spec import (
     BUCKET_COLUMN,
     CONTROL_PREFIX,
+    DUE_COLUMN,
     EVENT_MS_COLUMN,
     IS_CONTROL_COLUMN,
+    KEY_HASH_COLUMN,
+    REJECT_COLUMN,
+    SOURCE_COLUMNS,
 )
+from shared.keyed.bucketed_store import Header, compact
 from shared.keyed.bucketed_tables import (
-    BUCKET_STATE,
+    COLD_STATE,
     CONTROL_STATE,
+    HEADER_STATE,
+    HOT_STATE,
     StoredBucket,
-    bucket_from_state,
     control_from_state,
 )
 from shared.keyed.memory import MemoryHandle
@@ -45,10 +58,14 @@ class BucketedHarness:
 
     def __init__(self, processor: BucketedProcessor, *, buckets: int,
                  watermark_delay_ms: int = 0, processing_time_ms: int = 0,
-                 output_columns: tuple[str, ...] = ()) -> None:
+                 output_columns: tuple[str, ...] = (), operator_late: bool = True) -> None:
         self.spec, self.buckets = processor.spec, buckets
         self._processor, self._output_columns = processor, output_columns
         self._delay_ms = watermark_delay_ms
+        self.operator_late = operator_late and self.spec.time_mode == "EventTime"
+        self.late = pd.DataFrame()  # rows the operator sent to the late topic, as given
+        self.rejected = pd.DataFrame()  # rows the operator sent to dead letters
+        self._offset = 0
         self.handle = MemoryHandle(self.spec.time_mode)
         self.handle.now_ms = processing_time_ms
         self.watermark_ms = 0  # Spark's first batch runs with watermark 0
@@ -74,8 +91,9 @@ class BucketedHarness:
         frame = self._union(self._on_time(rows), control)
         for bucket, group in frame.groupby(BUCKET_COLUMN, sort=True):
             self.handle.key = (int(bucket),)
-            outputs += runner.handleInputRows(
-                self.handle.key, iter([group.reset_index(drop=True)]), self._timer_values())
+            data, control_rows = runner.layout.split(group.reset_index(drop=True))
+            outputs += self._collect(runner.call(int(bucket), data, control_rows,
+                                                 self._timer_values()))
         outputs += self._fire_timers()
         self.late_watermark_ms = self.watermark_ms
         if self.spec.time_mode == "EventTime" and len(rows):
@@ -87,6 +105,13 @@ class BucketedHarness:
                 self.watermark_ms = moved_to
         return _concat(outputs)
 
+    def late_positions(self) -> list[int]:
+        """Positions, among every row fed so far (in feeding order), of the rows the
+        operator sent to the late topic."""
+        if not len(self.late):
+            return []
+        return sorted(int(o) for o in self.late[SOURCE_COLUMNS[2]])
+
     def advance_watermark(self, to_ms: int) -> pd.DataFrame:
         """A no-data batch at watermark ``to_ms`` (as if other partitions moved it)."""
         if to_ms < self.watermark_ms:
@@ -95,17 +120,36 @@ class BucketedHarness:
 
     # Inspection.
 
-    def stored_buckets(self) -> dict[int, StoredBucket]:
-        """Decoded state of every bucket that has a stored value."""
-        var = self.handle.variables.get(BUCKET_STATE)
+    def headers(self) -> dict[int, Header]:
+        var = self.handle.variables.get(HEADER_STATE)
         if var is None:
             return {}
-        return {key[0]: bucket_from_state(slots[None][0], self.spec, self.buckets)
+        return {key[0]: header_from_state(slots[None][0], self.buckets)
                 for key, slots in sorted(var.data.items())}
+
+    def stored_buckets(self) -> dict[int, StoredBucket]:
+        """Every bucket's keys and history, hot and cold segments merged."""
+        buckets = {}
+        for bucket, header in self.headers().items():
+            loaded = load(header, self.spec, self._getter(HOT_STATE, bucket),
+                          self._getter(COLD_STATE, bucket))
+            cold = compact(loaded.cold, loaded.hot, self.spec)
+            keys = cold.keys.drop(columns=[KEY_HASH_COLUMN, DUE_COLUMN]).set_index(
+                list(self.spec.key_columns)).sort_index()
+            buckets[bucket] = StoredBucket(keys=keys, history=cold.history,
+                                           expiry_timer_ms=header.timer_ms,
+                                           expired_keys_total=header.expired_keys_total,
+                                           evicted_keys_total=header.evicted_keys_total)
+        return buckets
+
+    def _getter(self, name: str, bucket: int):
+        var = self.handle.variables.get(name)
+        return lambda: None if var is None else var.data.get((bucket,), {}).get(
+            None, (None,))[0]
 
     def keys(self) -> pd.DataFrame:
         """All stored keys (key columns, state columns, ``last_event_ms``), by key."""
-        tables = [b.keys.reset_index() for b in self.stored_buckets().values()]
+        tables = [b.keys.reset_index() for b in self.stored_buckets().values() if len(b.keys)]
         if not tables:
             return self.spec.stored_key_schema.empty_table().to_pandas()
         keys = pd.concat(tables, ignore_index=True)
@@ -124,24 +168,36 @@ class BucketedHarness:
         value = None if var is None else var.data.get((bucket,), {}).get(None, (None,))[0]
         return control_from_state(value, self.spec.control.schema)
 
-    def timers(self) -> dict[int, list[int]]:
+    def timers(self) -> dict[int, list[int]]:  # noqa: D102 - Spark's timers per bucket
         return {key[0]: sorted(stamps) for key, stamps in sorted(self.handle.timers.items())}
 
-    def bucket_of(self, rows: pd.DataFrame) -> np.ndarray:
+    def key_hashes(self, rows: pd.DataFrame) -> np.ndarray:
         hashes = pd.util.hash_pandas_object(rows[list(self.spec.key_columns)], index=False)
-        return (hashes.to_numpy() % np.uint64(self.buckets)).astype("int64")
+        return hashes.to_numpy().view(np.int64)
+
+    def bucket_of(self, rows: pd.DataFrame) -> np.ndarray:
+        return (self.key_hashes(rows).view(np.uint64) % np.uint64(self.buckets)).astype("int64")
 
     # Spark's steps.
 
     def _with_layer_columns(self, rows: pd.DataFrame) -> pd.DataFrame:
         rows = rows.reset_index(drop=True)
-        return rows.assign(**{
-            BUCKET_COLUMN: self.bucket_of(rows),
-            EVENT_MS_COLUMN: epoch_ms(rows[self.spec.event_time_column]),
-            IS_CONTROL_COLUMN: False})
+        offsets = np.arange(self._offset, self._offset + len(rows), dtype=np.int64)
+        self._offset += len(rows)
+        hashes = self.key_hashes(rows)
+        added = {EVENT_MS_COLUMN: epoch_ms(rows[self.spec.event_time_column]),
+                 KEY_HASH_COLUMN: hashes, IS_CONTROL_COLUMN: False,
+                 BUCKET_COLUMN: (hashes.view(np.uint64) % np.uint64(self.buckets)).astype(
+                     "int64")}
+        if self.operator_late:
+            added.update({SOURCE_COLUMNS[0]: "input", SOURCE_COLUMNS[1]: np.int32(0),
+                          SOURCE_COLUMNS[2]: offsets, SOURCE_COLUMNS[3]: np.int64(0),
+                          SOURCE_COLUMNS[4]: None, SOURCE_COLUMNS[5]: None,
+                          SOURCE_COLUMNS[6]: None, REJECT_COLUMN: None})
+        return rows.assign(**added)
 
     def _on_time(self, rows: pd.DataFrame) -> pd.DataFrame:
-        if self.spec.time_mode != "EventTime":
+        if self.spec.time_mode != "EventTime" or self.operator_late:
             return rows
         return rows[~(rows[EVENT_MS_COLUMN] <= self.late_watermark_ms)]
 
@@ -168,6 +224,7 @@ class BucketedHarness:
                 control_dtypes=() if control is None else _exact_dtypes(
                     control.schema.empty_table().to_pandas()))
             self._runner = BucketedStatefulProcessor(self._processor, layout)
+            self._runner.decides_late = self.operator_late
             self._runner.init(self.handle)
         return self._runner
 
@@ -191,11 +248,24 @@ class BucketedHarness:
         for ts, key in due:
             if ts in self.handle.timers.get(key, ()):
                 self.handle.key = key
-                outputs += self._runner.handleExpiredTimer(
-                    key=Row(*key), timerValues=self._timer_values(),
-                    expiredTimerInfo=ExpiredTimerInfo(ts))
+                outputs += self._collect(self._runner.call(
+                    int(Row(*key)[0]), None, None, self._timer_values(), fired_ms=ts))
                 self.handle.deleteTimer(ts)  # Spark deletes a timer once it has fired
         return outputs
+
+
+    def _collect(self, result: CallResult | None) -> list[pd.DataFrame]:
+        """The call's typed outputs; its late and rejected rows are kept aside."""
+        if result is None:
+            return []
+        screened = result.screened
+        if screened.late is not None:
+            self.late = _concat([self.late, screened.late])
+        if screened.rejected is not None:
+            self.rejected = _concat([self.rejected, screened.rejected])
+        if result.outputs is None:
+            return []
+        return [self._runner.layout.shape_outputs(result.outputs)]
 
 
 def epoch_ms(values: pd.Series) -> pd.Series:

@@ -1,9 +1,11 @@
 """What an app writes for bucketed keyed state: vectorised functions over one bucket.
 
-A bucket holds many keys. Per micro-batch the app gets the bucket's per-key table, the
-bucket's new rows and a context, and returns the new table plus output rows, all as
-pandas DataFrames: one call per bucket instead of one Python call per key, which is what
-makes the per-key Row API slow (see shared/keyed/README.md).
+A bucket holds many keys. Per micro-batch the app gets the part of the bucket's per-key
+table that the call concerns (keys with new rows, keys whose wake-up or expiry is due),
+the bucket's new rows and a context, and returns that part's new table plus output rows,
+all as pandas DataFrames: one call per bucket instead of one Python call per key, which is
+what makes the per-key Row API slow, and work that follows the batch, not the state (see
+shared/keyed/README.md).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from shared.keyed.bucketed_spec import BucketedSpec
 
 @dataclass(frozen=True)
 class BucketState:
-    """The app's view of a bucket's state.
+    """The app's view of the keys a call concerns (the rest of the bucket is untouched).
 
     ``keys``: one row per key, indexed by the key columns, with the declared state columns
-    (sorted by key). ``history``: key columns + history columns, one row per entry, sorted
-    by key and ``order_by`` (None without a declared history).
+    (in no particular order). ``history``: key columns + history columns, one row per
+    entry of those keys, grouped by key in ``order_by`` order (None without a declared
+    history).
     """
 
     keys: pd.DataFrame
@@ -34,22 +37,23 @@ class BucketState:
 class BucketUpdate:
     """What :meth:`BucketedProcessor.update` returns.
 
-    ``keys``: the bucket's whole new key table (indexed by the key columns); a key left
-    out is deleted, with its history. ``history``: the whole new history, or None to keep
-    the stored one; the layer sorts it and keeps the ``max_per_key`` newest entries per
-    key. ``outputs``: output rows (the query's output columns), sorted by the layer.
-    ``wake_at_ms`` (from :meth:`BucketedProcessor.on_watermark` only): call that hook
-    again once the watermark reaches this event time, even if no row comes; with
-    ``keys=None`` the state is left as it is (:meth:`wake_only`).
+    ``keys``: the new key table of the keys the hook was given (indexed by the key
+    columns); a key left out is deleted, with its history. ``history``: their whole new
+    history, or None to keep it; the layer sorts it and keeps the ``max_per_key`` newest
+    entries per key. ``outputs``: output rows (the query's output columns), in a
+    deterministic order. ``wake_at_ms`` (from :meth:`BucketedProcessor.on_watermark`
+    only): when to show that hook a key again once the watermark reaches it, even if no
+    row comes: a Series indexed like ``keys`` (per key; NaN for none) or one time for
+    every key given. With ``keys=None`` the state is left as it is (:meth:`wake_only`).
     """
 
     keys: pd.DataFrame | None
     outputs: pd.DataFrame | None = None
     history: pd.DataFrame | None = None
-    wake_at_ms: int | None = None
+    wake_at_ms: int | pd.Series | None = None
 
     @classmethod
-    def wake_only(cls, wake_at_ms: int | None) -> BucketUpdate:
+    def wake_only(cls, wake_at_ms: int | pd.Series | None) -> BucketUpdate:
         """No change to the state, only the next wake-up (cheap: nothing is copied)."""
         return cls(keys=None, wake_at_ms=wake_at_ms)
 
@@ -61,8 +65,8 @@ class BucketContext:
 
     ``watermark_ms`` is -1 without idle expiry (Spark's timeMode None), as is
     ``processing_time_ms``. ``control`` is indexed by the control key (empty without a
-    control stream). ``last_event_ms`` holds, per stored key (expiring ones included),
-    its latest event time before this batch.
+    control stream). ``last_event_ms`` holds, per stored key the call concerns
+    (expiring ones included), its latest event time before this batch.
     """
 
     bucket: int
@@ -96,10 +100,11 @@ class BucketedProcessor:
 
     def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
         """Decide what the watermark has made final (e.g. rules that depend on the order
-        of a key's events). Called after ``update`` on every call of the bucket, with rows
-        or from its timer. In a batch at watermark W no row with event time <= W can come
-        any more (Spark drops them as late in the next batch). Return None to leave the
-        state as it is; the returned ``keys`` may drop keys but not add any."""
+        of a key's events), for the keys of this call: those with rows (after ``update``)
+        and those whose wake-up (``wake_at_ms``) or expiry the watermark reached. In a
+        batch at watermark W no row with event time <= W can come any more (it is late
+        in the next batch). Return None to leave the state as it is (and wake no key);
+        the returned ``keys`` may drop keys but not add any."""
         return None
 
     def on_expire(self, expired: BucketState, ctx: BucketContext) -> pd.DataFrame | None:

@@ -1,11 +1,15 @@
 """The Spark side of a bucketed processor: ``transformWithStateInPandas`` grouped by bucket.
 
-Per bucket and batch this does a fixed handful of state calls, whatever the number of
-keys: one read of the bucket state, one of the control state, one write (or clear) of
-the bucket, a control write when control records came, and at most one timer delete and
-one register. The bucket's one event-time timer sits at its earliest key expiry (or the
-app's earlier wake-up, see ``on_watermark``), so a bucket that receives no rows is still
-cleaned, and its pending decisions made, once the watermark passes.
+Per bucket and call this does a fixed handful of state calls, whatever the number of
+keys: one read of the bucket's small header, reads of its hot and cold segments only when
+this Python worker does not hold their content already (bucketed_cache), one of the
+control state, writes of what changed, and at most one timer delete and one register.
+The bucket's one event-time timer sits at the earliest due time of its keys (wake-ups the
+app asked for, idle expiries), so a bucket that receives no rows is still cleaned, and
+its pending decisions made, once the watermark passes.
+
+Outputs leave either typed (the query's output schema) or, on the pipeline's single path,
+as Kafka envelopes with the dead letters and late records (bucketed_envelopes).
 """
 
 from __future__ import annotations
@@ -22,21 +26,32 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from shared.keyed.bucketed_core import BatchClock, BucketBatch, run_bucket_batch
+from shared.keyed.bucketed_call import CallResult, exact_dtypes, run_call
+from shared.keyed.bucketed_codec import (
+    cold_to_state,
+    header_from_state,
+    header_to_state,
+    hot_to_state,
+    load,
+)
+from shared.keyed.bucketed_core import BatchClock
+from shared.keyed.bucketed_envelopes import EnvelopeSpec, envelope_rows
 from shared.keyed.bucketed_processor import BucketedProcessor
 from shared.keyed.bucketed_spec import (
     CONTROL_PREFIX,
     IS_CONTROL_COLUMN,
+    REJECT_COLUMN,
     BucketedSpecError,
 )
+from shared.keyed.bucketed_store import Header
 from shared.keyed.bucketed_tables import (
-    BUCKET_STATE,
-    BUCKET_STATE_SCHEMA,
+    COLD_STATE,
     CONTROL_STATE,
     CONTROL_STATE_SCHEMA,
-    StoredBucket,
-    bucket_from_state,
-    bucket_to_state,
+    HEADER_SCHEMA,
+    HEADER_STATE,
+    HOT_STATE,
+    SEGMENT_SCHEMA,
     control_from_state,
     control_to_state,
 )
@@ -71,8 +86,7 @@ class InputLayout:
             prefixed = [CONTROL_PREFIX + name for name in self.control_columns]
             control = frame.loc[is_control, prefixed].rename(
                 columns=dict(zip(prefixed, self.control_columns, strict=True)))
-            control = _exact(control.reset_index(drop=True), self.control_dtypes)
-            data = _exact(data, self.data_dtypes)
+            control = exact_dtypes(control.reset_index(drop=True), self.control_dtypes)
         return data.reset_index(drop=True), control
 
     def shape_outputs(self, outputs: pd.DataFrame) -> pd.DataFrame:
@@ -82,22 +96,21 @@ class InputLayout:
         return outputs[list(self.output_columns)] if self.output_columns else outputs
 
 
-def _exact(frame: pd.DataFrame, dtypes: tuple[tuple[str, str], ...]) -> pd.DataFrame:
-    wanted = {name: dtype for name, dtype in dtypes
-              if frame[name].dtype != dtype and not frame[name].isna().any()}
-    return frame.astype(wanted) if wanted else frame
-
-
 class BucketedStatefulProcessor(StatefulProcessor):
-    """Runs a :class:`BucketedProcessor` for each bucket (Spark's grouping key)."""
+    """Runs a :class:`BucketedProcessor` for each bucket (Spark's grouping key).
+    ``envelopes``: emit Kafka envelopes (and decide lateness) instead of typed rows."""
 
-    def __init__(self, processor: BucketedProcessor, layout: InputLayout) -> None:
-        self.processor, self.layout = processor, layout
+    def __init__(self, processor: BucketedProcessor, layout: InputLayout,
+                 envelopes: EnvelopeSpec | None = None) -> None:
+        self.processor, self.layout, self.envelopes = processor, layout, envelopes
         self.spec = processor.spec
+        self.decides_late = envelopes is not None  # Spark drops late rows otherwise
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
-        self._bucket = handle.getValueState(BUCKET_STATE, BUCKET_STATE_SCHEMA)
+        self._header = handle.getValueState(HEADER_STATE, HEADER_SCHEMA)
+        self._hot = handle.getValueState(HOT_STATE, SEGMENT_SCHEMA)
+        self._cold = handle.getValueState(COLD_STATE, SEGMENT_SCHEMA)
         self._control = (None if self.spec.control is None
                          else handle.getValueState(CONTROL_STATE, CONTROL_STATE_SCHEMA))
 
@@ -106,51 +119,81 @@ class BucketedStatefulProcessor(StatefulProcessor):
         frames = list(rows)
         frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         data, control_rows = self.layout.split(frame)
-        return self._run(int(key[0]), data, control_rows, timerValues, fired_timer_ms=None)
+        return self._emit(self.call(int(key[0]), data, control_rows, timerValues))
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[pd.DataFrame]:
-        # Spark passes the key as a Row here (a tuple to handleInputRows).
+        # Spark passes the key as a Row here (a tuple to handleInputRows); it deletes the
+        # fired timer after this call, so the header forgets it.
         fired_ms = expiredTimerInfo.getExpiryTimeInMs()
-        return self._run(int(tuple(key)[0]), None, None, timerValues, fired_timer_ms=fired_ms)
+        return self._emit(self.call(int(tuple(key)[0]), None, None, timerValues, fired_ms))
 
     def close(self) -> None:
         pass
 
-    def _run(self, bucket: int, data: pd.DataFrame | None, control_rows: pd.DataFrame | None,
-             timer_values: TimerValues, fired_timer_ms: int | None) -> Iterator[pd.DataFrame]:
-        value = self._bucket.get()
-        if value is None and fired_timer_ms is not None:
-            return iter(())  # the bucket emptied earlier in this batch
-        stored = bucket_from_state(value, self.spec, self.layout.bucket_count)
-        if fired_timer_ms is not None and fired_timer_ms == stored.expiry_timer_ms:
-            stored = replace(stored, expiry_timer_ms=None)  # Spark deletes it after this call
-        control = self._load_control()
+    def call(self, bucket: int, data: pd.DataFrame | None, control_rows: pd.DataFrame | None,
+             timer_values: TimerValues, fired_ms: int | None = None) -> CallResult | None:
+        """One call of the bucket whose state the handle points at: state read, processed,
+        written; the typed result (the in-memory harness reads it too)."""
+        stored_header = self._header.get()
+        if stored_header is None and fired_ms is not None:
+            return None
+        header = header_from_state(stored_header, self.layout.bucket_count)
+        if fired_ms is not None and fired_ms == header.timer_ms:
+            header = replace(header, timer_ms=None)
+        loaded = load(header, self.spec, self._hot.get, self._cold.get)
         clock = BatchClock(watermark_ms=timer_values.getCurrentWatermarkInMs(),
                            processing_time_ms=timer_values.getCurrentProcessingTimeInMs())
-        batch = run_bucket_batch(self.processor, bucket, stored, data, control, control_rows,
-                                 clock)
-        self._save(value is not None, stored, batch)
-        if batch.outputs is None:
-            return iter(())
-        return iter([self.layout.shape_outputs(batch.outputs)])
+        result = run_call(self.processor, bucket, loaded, data, self._load_control(),
+                          control_rows, clock, decides_late=self.decides_late,
+                          dtypes=self.layout.data_dtypes)
+        self._save(header, result)
+        return result
 
     def _load_control(self) -> pd.DataFrame | None:
         if self._control is None or self.spec.control is None:
             return None
         return control_from_state(self._control.get(), self.spec.control.schema)
 
-    def _save(self, existed: bool, before: StoredBucket, batch: BucketBatch) -> None:
-        after = replace(batch.stored, expiry_timer_ms=batch.next_timer_ms)
-        if before.expiry_timer_ms != after.expiry_timer_ms:
-            if before.expiry_timer_ms is not None:
-                self._handle.deleteTimer(before.expiry_timer_ms)
-            if after.expiry_timer_ms is not None:
-                self._handle.registerTimer(after.expiry_timer_ms)
-        if not len(after.keys):
-            if existed:
-                self._bucket.clear()  # the state reader then finds nothing for the bucket
-        elif batch.stored is not before or after.expiry_timer_ms != before.expiry_timer_ms:
-            self._bucket.update(bucket_to_state(after, self.spec, self.layout.bucket_count))
-        if batch.control is not None and self._control is not None and self.spec.control:
-            self._control.update(control_to_state(batch.control, self.spec.control.schema))
+    def _save(self, before: Header, result: CallResult) -> None:
+        header = result.header
+        if header.key_count == 0:
+            if header.hot_id is not None or header.cold_id is not None:
+                self._hot.clear()  # an empty bucket keeps only its header (and control)
+                self._cold.clear()
+            header = replace(header, hot_id=None, cold_id=None, cold_keys=0, cold_history=0)
+        else:
+            if result.hot is not None:
+                hot_id, value = hot_to_state(result.hot, self.spec)
+                if hot_id != before.hot_id:
+                    self._hot.update(value)
+                header = replace(header, hot_id=hot_id)
+            if result.cold is not None:
+                cold_id, value = cold_to_state(result.cold, self.spec)
+                self._cold.update(value)
+                header = replace(header, cold_id=cold_id)
+        if before.timer_ms != header.timer_ms:
+            if before.timer_ms is not None:
+                self._handle.deleteTimer(before.timer_ms)
+            if header.timer_ms is not None:
+                self._handle.registerTimer(header.timer_ms)
+        self._header.update(header_to_state(header))
+        if result.control is not None and self._control is not None and self.spec.control:
+            self._control.update(control_to_state(result.control, self.spec.control.schema))
+
+    def _emit(self, result: CallResult | None) -> Iterator[pd.DataFrame]:
+        if result is None:
+            return iter(())
+        screened, envelopes = result.screened, self.envelopes
+        if envelopes is None:
+            if result.outputs is None:
+                return iter(())
+            return iter([self.layout.shape_outputs(result.outputs)])
+        parts = [None if result.outputs is None else envelopes.outputs(result.outputs)]
+        if screened.rejected is not None:
+            parts.append(envelopes.dead_letters(
+                screened.rejected, screened.rejected[REJECT_COLUMN].to_numpy()))
+        if screened.late is not None:
+            parts.append(envelopes.late(screened.late, screened.late_after_ms))
+        rows = envelope_rows(*parts)
+        return iter(()) if rows is None else iter([rows])

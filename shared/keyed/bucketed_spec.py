@@ -24,6 +24,14 @@ EVENT_MS_COLUMN = "keyed_event_ms"  # the row's event time as epoch ms, added by
 IS_CONTROL_COLUMN = "keyed_is_control"
 CONTROL_PREFIX = "keyed_ctl_"  # control columns travel as keyed_ctl_<name> in the union
 LAST_EVENT_MS = "last_event_ms"  # per key, in the stored key table
+KEY_HASH_COLUMN = "keyed_hash"  # xxhash64 of the key columns (Spark) or a pandas hash
+DUE_COLUMN = "keyed_due_ms"  # per stored key: when the key must be seen again (wake, expiry)
+# The pipeline's single path (shared/pipeline.py) hands the operator every input record,
+# rejected and late ones too, with the Kafka record it came from.
+REJECT_COLUMN = "keyed_reject"  # why the record was rejected upstream; null when valid
+STAGE_COLUMN = "keyed_stage"  # where it was rejected (decode, quality)
+SOURCE_COLUMNS = ("keyed_src_topic", "keyed_src_partition", "keyed_src_offset",
+                  "keyed_src_ts_ms", "keyed_src_key", "keyed_src_value", "keyed_src_headers")
 
 _ORDERABLE = (pa.types.is_integer, pa.types.is_floating, pa.types.is_timestamp)
 

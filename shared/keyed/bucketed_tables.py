@@ -1,10 +1,12 @@
-"""One bucket's stored state: its key table and history table, kept as Arrow IPC blobs.
+"""A bucket's state as Spark value states: a header, two segments as Arrow IPC blobs, control.
 
-A bucket is one Spark value state (``bucket``): the two blobs plus counters that the state
-reader shows without decoding anything (keys, history entries, the bucket's expiry timer,
-keys expired and evicted so far, and B, which must not change under a checkpoint). The
-latest control records are a second value state (``control``), so a bucket that loses
-all its keys forgets nothing the control stream said.
+``bucket_header`` holds the counters the state reader shows without decoding anything
+(keys, history entries, the bucket's timer, keys expired and evicted so far, and B, which
+must not change under a checkpoint) and the content ids of the two segments
+(bucketed_segments.py), each stored in its own value state so that a call reads a blob
+only when its worker does not hold that content yet. The latest control records are a
+fourth value state (``control``), so a bucket that loses all its keys forgets nothing the
+control stream said.
 """
 
 from __future__ import annotations
@@ -13,22 +15,33 @@ from dataclasses import dataclass
 
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql import Row
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
-from shared.keyed.bucketed_spec import BucketedSpec, BucketedSpecError
+from shared.keyed.bucketed_cache import SEGMENTS, content_id
+from shared.keyed.bucketed_spec import BucketedSpecError
 from shared.keyed.codec import RowCodec
 
-BUCKET_STATE = "bucket"
-BUCKET_STATE_SCHEMA = StructType([
-    StructField("keys_ipc", BinaryType(), False),
-    StructField("history_ipc", BinaryType(), True),
+HEADER_STATE, HOT_STATE, COLD_STATE = "bucket_header", "bucket_hot", "bucket_cold"
+HEADER_SCHEMA = StructType([
     StructField("bucket_count", IntegerType(), False),
+    StructField("layout", IntegerType(), False),
     StructField("key_count", LongType(), False),
     StructField("history_count", LongType(), False),
-    StructField("expiry_timer_ms", LongType(), True),
+    StructField("hot_id", LongType(), True),
+    StructField("cold_id", LongType(), True),
+    StructField("cold_keys", LongType(), False),
+    StructField("cold_history", LongType(), False),
+    StructField("cold_due_ms", LongType(), True),
+    StructField("timer_ms", LongType(), True),
+    StructField("watermark_ms", LongType(), False),
     StructField("expired_keys_total", LongType(), False),
     StructField("evicted_keys_total", LongType(), False),
+])
+SEGMENT_SCHEMA = StructType([
+    StructField("content_id", LongType(), False),
+    StructField("keys_ipc", BinaryType(), False),
+    StructField("history_ipc", BinaryType(), True),
+    StructField("tombs_ipc", BinaryType(), True),
 ])
 CONTROL_STATE = "control"
 CONTROL_STATE_SCHEMA = StructType([
@@ -36,7 +49,6 @@ CONTROL_STATE_SCHEMA = StructType([
     StructField("records", LongType(), False),
 ])
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
-_BUCKET_CODEC = RowCodec(BUCKET_STATE_SCHEMA)
 _CONTROL_CODEC = RowCodec(CONTROL_STATE_SCHEMA)
 
 
@@ -57,13 +69,6 @@ class StoredBucket:
         return len(self.keys) + (0 if self.history is None else len(self.history))
 
 
-def empty_bucket(spec: BucketedSpec) -> StoredBucket:
-    keys = empty_frame(spec.stored_key_schema).set_index(list(spec.key_columns))
-    history_schema = spec.stored_history_schema
-    history = None if history_schema is None else empty_frame(history_schema)
-    return StoredBucket(keys=keys, history=history)
-
-
 def empty_frame(schema: pa.Schema) -> pd.DataFrame:
     return schema.empty_table().to_pandas()
 
@@ -72,16 +77,17 @@ def encode_frame(frame: pd.DataFrame, schema: pa.Schema) -> bytes:
     """The frame's ``schema`` columns as one Arrow IPC stream; values are cast to the
     declared types (a float count that is whole becomes int64; 1.5 fails loudly)."""
     try:
-        # One thread: per-bucket tables are small, and a thread pool per call costs more
-        # than the conversion (profiled: a third of a bucket's time went to thread starts).
-        table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False, nthreads=1)
-    except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        # Column by column: pa.Table.from_pandas costs ~1 ms of fixed overhead per call
+        # (pandas metadata, type inference), 4x this for the small tables of a call.
+        arrays = [pa.array(frame[f.name].to_numpy(), type=f.type, from_pandas=True)
+                  for f in schema]
+        table = pa.Table.from_arrays(arrays, schema=schema)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as error:
         raise BucketedSpecError(
             f"state table does not fit its declared schema {schema}: {error}") from error
-    table = table.replace_schema_metadata(None)  # pandas metadata: bytes we never need
     sink = pa.BufferOutputStream()
-    # LZ4 (GB/s): a bucket's blob crosses the state socket, RocksDB and the changelog
-    # on every batch that touches it, so bytes cost more than the compression does.
+    # LZ4 (GB/s): a segment crosses the state socket, RocksDB and the changelog when it
+    # is written, so bytes cost more than the compression does.
     with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
@@ -104,58 +110,20 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def bucket_to_state(stored: StoredBucket, spec: BucketedSpec, bucket_count: int) -> tuple:
-    """The value written to Spark's ``bucket`` state."""
-    history_schema = spec.stored_history_schema
-    history_blob = None
-    if history_schema is not None and stored.history is not None:
-        history_blob = encode_frame(stored.history, history_schema)
-    return _BUCKET_CODEC.to_tuple({
-        "keys_ipc": encode_frame(stored.keys.reset_index(), spec.stored_key_schema),
-        "history_ipc": history_blob,
-        "bucket_count": bucket_count,
-        "key_count": len(stored.keys),
-        "history_count": 0 if stored.history is None else len(stored.history),
-        "expiry_timer_ms": stored.expiry_timer_ms,
-        "expired_keys_total": stored.expired_keys_total,
-        "evicted_keys_total": stored.evicted_keys_total,
-    })
-
-
-def bucket_from_state(value: tuple | None, spec: BucketedSpec, bucket_count: int
-                      ) -> StoredBucket:
-    """Decodes Spark's ``bucket`` state; an absent value is an empty bucket."""
-    if value is None:
-        return empty_bucket(spec)
-    row = _BUCKET_CODEC.to_row(value)
-    if row.bucket_count != bucket_count:
-        raise BucketedSpecError(
-            f"this checkpoint's state was written with {row.bucket_count} buckets, the query "
-            f"runs with {bucket_count}: B is fixed per checkpoint (keys would land in other "
-            "buckets). Keep B, or move the state through a savepoint restore.")
-    keys = decode_frame(bytes(row.keys_ipc), spec.stored_key_schema)
-    history = _decode_history(row, spec)
-    return StoredBucket(
-        keys=keys.set_index(list(spec.key_columns)), history=history,
-        expiry_timer_ms=row.expiry_timer_ms, expired_keys_total=row.expired_keys_total,
-        evicted_keys_total=row.evicted_keys_total)
-
-
-def _decode_history(row: Row, spec: BucketedSpec) -> pd.DataFrame | None:
-    schema = spec.stored_history_schema
-    if schema is None:
-        return None
-    if row.history_ipc is None:
-        return empty_frame(schema)
-    return decode_frame(bytes(row.history_ipc), schema)
-
-
 def control_to_state(control: pd.DataFrame, schema: pa.Schema) -> tuple:
     return _CONTROL_CODEC.to_tuple({
         "control_ipc": encode_frame(control, schema), "records": len(control)})
 
 
 def control_from_state(value: tuple | None, schema: pa.Schema) -> pd.DataFrame:
+    """The stored control records (decoded once per content per worker: every call of
+    every bucket reads them). Callers must not modify the frame."""
     if value is None:
         return empty_frame(schema)
-    return decode_frame(bytes(_CONTROL_CODEC.to_row(value).control_ipc), schema)
+    blob = bytes(_CONTROL_CODEC.to_row(value).control_ipc)
+    ident = content_id(blob)
+    cached = SEGMENTS.get("control", ident)
+    if cached is None:
+        cached = decode_frame(blob, schema)
+        SEGMENTS.put("control", ident, cached, len(blob) * 4)
+    return cached

@@ -25,6 +25,7 @@ from shared.keyed.bucketed import (
     HistorySpec,
     Overflow,
 )
+from shared.keyed.bucketed_codec import header_from_state, header_to_state
 from shared.keyed.bucketed_core import BatchClock, run_bucket_batch
 from shared.keyed.bucketed_examples import BIG_AMOUNT, SCORE_SCHEMA, WINDOW, RollingSpend
 from shared.keyed.bucketed_oracle import IDLE_MS, RollingSpendOracle
@@ -57,7 +58,7 @@ class Pair:
     """The harness and the oracle fed the same batches."""
 
     def __init__(self, buckets: int) -> None:
-        self.harness = BucketedHarness(RollingSpend(), buckets=buckets,
+        self.harness = BucketedHarness(RollingSpend(), buckets=buckets, operator_late=False,
                                        watermark_delay_ms=DELAY_MS,
                                        output_columns=tuple(SCORE_SCHEMA.names))
         self.oracle = RollingSpendOracle(watermark_delay_ms=DELAY_MS)
@@ -116,8 +117,10 @@ def test_an_idle_bucket_is_cleared_by_its_timer() -> None:
     output = pair.run([pay(b, late_b, 10.0)])  # no rows for a's bucket
     assert [(r.card, r.kind) for r in output.itertuples()] == [(b, "scored"), (a, "expired")]
     bucket_b = _bucket(pair.harness, b)
-    assert set(pair.harness.stored_buckets()) == {bucket_b}  # a's value state is cleared
+    assert {bucket: len(stored.keys) for bucket, stored in pair.harness.stored_buckets().items()
+            if len(stored.keys)} == {bucket_b: 1}  # a's bucket holds nothing
     assert pair.harness.timers() == {bucket_b: [late_b + IDLE_MS]}  # and its timer is gone
+    assert pair.harness.headers()[_bucket(pair.harness, a)].hot_id is None  # segments freed
 
 
 def test_one_timer_per_bucket_at_its_earliest_expiry() -> None:
@@ -139,8 +142,9 @@ def test_a_key_idle_when_its_batch_starts_is_forgotten_before_its_rows_apply() -
                              BatchClock(watermark_ms=T0 + IDLE_MS, processing_time_ms=0))
     assert rows_of(batch.outputs) == [("a", "expired", T0, 1, 5.0, None, False),
                                       ("a", "scored", T0 + IDLE_MS + 1, 1, 7.0, 7.0, False)]
-    assert list(batch.stored.keys.index) == ["a", "b"] and batch.stored.expired_keys_total == 1
-    assert batch.next_timer_ms == T0 + 1 + IDLE_MS  # b's
+    assert sorted(batch.stored.keys.index) == ["a", "b"] and batch.stored.expired_keys_total == 1
+    due = dict(zip(batch.stored.keys.index, batch.due_ms, strict=True))
+    assert due == {"a": T0 + IDLE_MS + 1 + IDLE_MS, "b": T0 + 1 + IDLE_MS}  # at expiry
 
 
 def test_history_keeps_the_newest_entries_per_key() -> None:
@@ -231,9 +235,9 @@ def test_impossible_specs_are_refused(change: dict[str, Any], message: str) -> N
 def test_the_bucket_count_is_fixed_per_checkpoint() -> None:
     harness = BucketedHarness(RollingSpend(), buckets=1)
     harness.run_batch(frame([pay("a", T0, 1.0)]))
-    value = tables.bucket_to_state(harness.stored_buckets()[0], RollingSpend.spec, 1)
+    value = header_to_state(harness.headers()[0])
     with pytest.raises(BucketedSpecError, match="written with 1 buckets, the query runs with 4"):
-        tables.bucket_from_state(value, RollingSpend.spec, bucket_count=4)
+        header_from_state(value, bucket_count=4)
 
 
 def test_a_stored_table_gains_new_columns_as_nulls() -> None:

@@ -1,0 +1,177 @@
+"""One call of a bucket (rows or its timer), on its loaded segments: no Spark, no I/O.
+
+1. Rows are screened: records rejected upstream and keyless ones become dead letters,
+   and, when the operator decides lateness itself (the pipeline's single path), rows at
+   or behind the watermark of the bucket's previous call are late: that is the
+   watermark at which the bucket last made decisions, so a row behind it could change
+   one already written, and a row ahead of it cannot.
+2. The keys the call concerns are gathered (bucketed_store.gather), the processor runs on
+   them (bucketed_core), they go back into the hot segment, and the hot segment is
+   folded into the cold one once large enough, enforcing the bucket's row cap.
+3. The header gets its counters, the earliest due time (the bucket's one timer) and the
+   watermark of this call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from shared.keyed.bucketed_caps import enforce_bucket_cap
+from shared.keyed.bucketed_core import BatchClock, merge_control, run_bucket_batch
+from shared.keyed.bucketed_processor import BucketedProcessor
+from shared.keyed.bucketed_segments import ColdSegment, HotSegment, key_index
+from shared.keyed.bucketed_spec import (
+    EVENT_MS_COLUMN,
+    KEY_HASH_COLUMN,
+    REJECT_COLUMN,
+    BucketedSpec,
+)
+from shared.keyed.bucketed_store import (
+    Header,
+    Loaded,
+    cold_due,
+    compact,
+    gather,
+    hot_due,
+    merge,
+    needs_compaction,
+    with_counts,
+)
+from shared.keyed.bucketed_tables import StoredBucket
+
+MISSING_KEY = "missing key: a key column is null"
+
+
+@dataclass(frozen=True)
+class Screened:
+    accepted: pd.DataFrame | None
+    rejected: pd.DataFrame | None  # with REJECT_COLUMN set
+    late: pd.DataFrame | None
+    late_after_ms: int | None = None  # the watermark rows were judged late against
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """The new header; segments and control only where they changed (else None)."""
+
+    header: Header
+    hot: HotSegment | None
+    cold: ColdSegment | None
+    control: pd.DataFrame | None
+    outputs: pd.DataFrame | None
+    screened: Screened
+
+
+def exact_dtypes(frame: pd.DataFrame, dtypes: tuple[tuple[str, str], ...]) -> pd.DataFrame:
+    """Integer and boolean columns back to their dtypes where they hold no nulls (pyspark
+    hands them as float or object when other rows of the frame had nulls there)."""
+    wanted = {name: dtype for name, dtype in dtypes
+              if frame[name].dtype != dtype and not frame[name].isna().any()}
+    return frame.astype(wanted) if wanted else frame
+
+
+def screen(rows: pd.DataFrame | None, spec: BucketedSpec, late_after_ms: int | None,
+           dtypes: tuple[tuple[str, str], ...] = ()) -> Screened:
+    """Split rows into accepted, rejected and (with ``late_after_ms``) late ones."""
+    if rows is None or not len(rows):
+        return Screened(None, None, None, late_after_ms)
+    bad = np.zeros(len(rows), dtype=bool)
+    reasons = None
+    if REJECT_COLUMN in rows.columns:
+        reasons = rows[REJECT_COLUMN].to_numpy(dtype=object)
+        bad = pd.notna(reasons)
+    keyless = rows[list(spec.key_columns)].isna().any(axis=1).to_numpy() & ~bad
+    rejected = None
+    if bad.any() or keyless.any():
+        rejected = rows[bad | keyless].copy()
+        rejected[REJECT_COLUMN] = np.where(keyless[bad | keyless], MISSING_KEY,
+                                           rejected.get(REJECT_COLUMN, MISSING_KEY))
+    good = ~(bad | keyless)
+    late = None
+    if late_after_ms is not None:
+        behind = good & (rows[EVENT_MS_COLUMN].to_numpy() <= late_after_ms)
+        if behind.any():
+            late, good = rows[behind], good & ~behind
+    accepted = exact_dtypes(rows if good.all() else rows[good], dtypes)
+    return Screened(accepted if len(accepted) else None, rejected, late, late_after_ms)
+
+
+def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
+             rows: pd.DataFrame | None, control: pd.DataFrame | None,
+             new_control: pd.DataFrame | None, clock: BatchClock, *, decides_late: bool,
+             dtypes: tuple[tuple[str, str], ...] = ()) -> CallResult:
+    spec, header = processor.spec, loaded.header
+    screened = screen(rows, spec, header.watermark_ms if decides_late else None, dtypes)
+    watermark = max(header.watermark_ms, clock.watermark_ms)
+    accepted = screened.accepted
+    if accepted is None and not _due(loaded, clock.watermark_ms):
+        merged = merge_control(spec.control, control, new_control)
+        return CallResult(replace(header, watermark_ms=watermark), None, None, merged, None,
+                          screened)
+    touched, hashes = _touched(accepted, spec)
+    working = gather(loaded, spec, touched, hashes, clock.watermark_ms)
+    batch = run_bucket_batch(processor, bucket, working.stored, accepted, control, new_control,
+                             clock)
+    hot = merge(loaded, spec, working, batch.stored, batch.due_ms)
+    cold, scanned = loaded.cold, _cold_was_due(header, clock.watermark_ms)
+    expired = batch.stored.expired_keys_total
+    evicted = 0
+    new_cold = None
+    with_hot = with_counts(header, cold, hot)
+    if needs_compaction(cold, hot) or with_hot.key_count + with_hot.history_count \
+            > spec.max_rows_per_bucket:
+        new_cold, evicted = _compacted(cold, hot, spec, bucket)
+        cold, hot = new_cold, HotSegment.empty(spec)
+    due_cold = cold_due(cold, hot) if (new_cold is not None or scanned) else header.cold_due_ms
+    header = replace(
+        with_counts(header, cold, hot), cold_due_ms=due_cold,
+        timer_ms=_earliest(hot_due(hot), due_cold) if clock.watermark_ms >= 0 else None,
+        watermark_ms=watermark, expired_keys_total=header.expired_keys_total + expired,
+        evicted_keys_total=header.evicted_keys_total + evicted)
+    return CallResult(header, hot, new_cold, batch.control, batch.outputs, screened)
+
+
+def _due(loaded: Loaded, watermark_ms: int) -> bool:
+    """Whether a stored key is due at this watermark (else a call without rows is a no-op)."""
+    if watermark_ms < 0:
+        return False
+    due_hot = hot_due(loaded.hot)
+    due_cold = loaded.header.cold_due_ms
+    return any(d is not None and d <= watermark_ms for d in (due_hot, due_cold))
+
+
+def _cold_was_due(header: Header, watermark_ms: int) -> bool:
+    return watermark_ms >= 0 and header.cold_due_ms is not None \
+        and header.cold_due_ms <= watermark_ms
+
+
+def _touched(rows: pd.DataFrame | None, spec: BucketedSpec) -> tuple[pd.Index, np.ndarray]:
+    """The keys with rows (first-seen order) and their hashes."""
+    if rows is None:
+        return key_index(pd.DataFrame(columns=list(spec.key_columns)), spec), \
+            np.empty(0, dtype=np.int64)
+    keys = key_index(rows, spec)
+    first = ~keys.duplicated()
+    return keys[first], rows[KEY_HASH_COLUMN].to_numpy(dtype=np.int64)[first]
+
+
+def _compacted(cold: ColdSegment, hot: HotSegment, spec: BucketedSpec, bucket: int
+               ) -> tuple[ColdSegment, int]:
+    """The new cold segment, with the bucket's row cap enforced (fail or evict)."""
+    merged = compact(cold, hot, spec)
+    if len(merged.keys) + merged.history_rows <= spec.max_rows_per_bucket:
+        return merged, 0
+    key_columns = list(spec.key_columns)
+    stored = StoredBucket(keys=merged.keys.set_index(key_columns), history=merged.history)
+    capped = enforce_bucket_cap(spec, stored, bucket)  # raises under Overflow.FAIL
+    keys = capped.keys.reset_index()[list(merged.keys.columns)]
+    return ColdSegment.of(keys, capped.history, spec), capped.evicted_keys_total
+
+
+def _earliest(*stamps: int | None) -> int | None:
+    present = [s for s in stamps if s is not None]
+    return min(present) if present else None
+

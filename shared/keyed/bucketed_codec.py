@@ -1,0 +1,127 @@
+"""Headers and segments to and from Spark's value states, through the worker's cache."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from shared.keyed.bucketed_cache import SEGMENTS, SegmentCache, content_id
+from shared.keyed.bucketed_segments import (
+    ColdSegment,
+    HotSegment,
+    cold_key_schema,
+    hot_key_schema,
+    tomb_schema,
+)
+from shared.keyed.bucketed_spec import BucketedSpec, BucketedSpecError
+from shared.keyed.bucketed_store import LAYOUT, Header, Loaded
+from shared.keyed.bucketed_tables import (
+    HEADER_SCHEMA,
+    SEGMENT_SCHEMA,
+    decode_frame,
+    encode_frame,
+)
+from shared.keyed.codec import RowCodec
+
+_HEADER = RowCodec(HEADER_SCHEMA)
+_SEGMENT = RowCodec(SEGMENT_SCHEMA)
+_HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(Header))
+Getter = Callable[[], tuple | None]
+
+
+def header_to_state(header: Header) -> tuple:
+    return _HEADER.to_tuple(dataclasses.asdict(header))
+
+
+def header_from_state(value: tuple | None, bucket_count: int) -> Header:
+    """The stored header, or a new bucket's; refuses another B or another layout."""
+    if value is None:
+        return Header(bucket_count=bucket_count)
+    row = _HEADER.to_row(value)
+    header = Header(**{name: row[name] for name in _HEADER_FIELDS})
+    if header.bucket_count != bucket_count:
+        raise BucketedSpecError(
+            f"this checkpoint's state was written with {header.bucket_count} buckets, the "
+            f"query runs with {bucket_count}: B is fixed per checkpoint (keys would land in "
+            "other buckets). Keep B, or move the state through a savepoint restore.")
+    if header.layout != LAYOUT:
+        raise BucketedSpecError(
+            f"the bucket state has layout {header.layout}, this version reads {LAYOUT}: "
+            "move the state through a savepoint restore")
+    return header
+
+
+def load(header: Header, spec: BucketedSpec, hot: Getter, cold: Getter,
+         cache: SegmentCache = SEGMENTS) -> Loaded:
+    """The bucket's segments: from the cache when it holds their content ids, else read
+    from the state store (one state call each) and cached."""
+    return Loaded(header, _segment("hot", header.hot_id, hot, spec, cache),
+                  _segment("cold", header.cold_id, cold, spec, cache))
+
+
+def hot_to_state(hot: HotSegment, spec: BucketedSpec, cache: SegmentCache = SEGMENTS
+                 ) -> tuple[int, tuple]:
+    keys = encode_frame(hot.keys.reset_index(), hot_key_schema(spec))
+    history = _history_blob(hot.history, spec)
+    tombs = encode_frame(hot.tombs.reset_index(), tomb_schema(spec)) if len(hot.tombs) else None
+    return _stored("hot", hot, keys, history, tombs, cache)
+
+
+def cold_to_state(cold: ColdSegment, spec: BucketedSpec, cache: SegmentCache = SEGMENTS
+                  ) -> tuple[int, tuple]:
+    keys = encode_frame(cold.keys, cold_key_schema(spec))
+    return _stored("cold", cold, keys, _history_blob(cold.history, spec), None, cache)
+
+
+def _stored(kind: str, segment, keys: bytes, history: bytes | None, tombs: bytes | None,
+            cache: SegmentCache) -> tuple[int, tuple]:
+    ident = content_id(keys, history, tombs)
+    size = len(keys) + len(history or b"") + len(tombs or b"")
+    cache.put(kind, ident, segment, size * 4)  # decoded frames take a few times the blob
+    return ident, _SEGMENT.to_tuple({"content_id": ident, "keys_ipc": keys,
+                                     "history_ipc": history, "tombs_ipc": tombs})
+
+
+def _history_blob(history, spec: BucketedSpec) -> bytes | None:
+    """None for no history or an empty one (decoded as an empty frame)."""
+    schema = spec.stored_history_schema
+    if schema is None or history is None or not len(history):
+        return None
+    return encode_frame(history, schema)
+
+
+def _segment(kind: str, ident: int | None, get: Getter, spec: BucketedSpec,
+             cache: SegmentCache):
+    empty = HotSegment.empty if kind == "hot" else ColdSegment.empty
+    if ident is None:
+        return empty(spec)
+    cached = cache.get(kind, ident)
+    if cached is not None:
+        return cached
+    value = get()
+    if value is None:
+        raise BucketedSpecError(f"the bucket header names a {kind} segment the state lacks")
+    row = _SEGMENT.to_row(value)
+    if row.content_id != ident:
+        raise BucketedSpecError(
+            f"the {kind} segment holds content {row.content_id}, its header names {ident}")
+    segment = _decode(kind, row, spec)
+    size = sum(len(b) for b in (row.keys_ipc, row.history_ipc, row.tombs_ipc) if b)
+    cache.put(kind, ident, segment, size * 4)
+    return segment
+
+
+def _decode(kind: str, row, spec: BucketedSpec):
+    history_schema = spec.stored_history_schema
+    history = None
+    if history_schema is not None:
+        history = (history_schema.empty_table().to_pandas() if row.history_ipc is None
+                   else decode_frame(bytes(row.history_ipc), history_schema))
+    if kind == "cold":
+        keys = decode_frame(bytes(row.keys_ipc), cold_key_schema(spec))
+        return ColdSegment.of(keys, history, spec)
+    key_columns = list(spec.key_columns)
+    keys = decode_frame(bytes(row.keys_ipc), hot_key_schema(spec)).set_index(key_columns)
+    tombs = (HotSegment.empty(spec).tombs if row.tombs_ipc is None else
+             decode_frame(bytes(row.tombs_ipc), tomb_schema(spec)).set_index(key_columns))
+    return HotSegment(keys, history, tombs)

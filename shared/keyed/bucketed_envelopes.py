@@ -1,0 +1,135 @@
+"""What a bucketed operator writes when it feeds the sink directly: Kafka-ready envelopes.
+
+On the pipeline's single path (shared/pipeline.py) the operator receives every input
+record, rejected and late ones included, and returns envelopes shaped like Spark's Kafka
+sink input, ``topic, key, value, headers``:
+
+- the app's outputs, routed per row to their topics, the value the JSON of the topic's
+  fields (encoded here, vectorised, not in the JVM);
+- dead letters (records rejected upstream by decoding or the quality gate, and keyless
+  ones) and late records, each the original Kafka record unchanged, with headers naming
+  the reason, the stage, the app and the source topic, partition, offset and timestamp
+  (the convention of shared/kafka_io.py's ``dead_letter_envelopes``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from shared.json_encode import json_objects
+from shared.keyed.bucketed_spec import SOURCE_COLUMNS, STAGE_COLUMN
+
+ENVELOPE_SCHEMA = StructType([
+    StructField("topic", StringType(), False),
+    StructField("key", BinaryType(), True),
+    StructField("value", BinaryType(), True),
+    StructField("headers", ArrayType(StructType([
+        StructField("key", StringType(), False), StructField("value", BinaryType(), True)])),
+        True),
+])
+ENVELOPE_COLUMNS = tuple(ENVELOPE_SCHEMA.names)
+TOPIC, PARTITION, OFFSET, TIMESTAMP, KEY, VALUE, HEADERS = SOURCE_COLUMNS
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the rows of one route go: the qualified topic and the JSON fields."""
+
+    topic: str
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EnvelopeSpec:
+    """How an operator's outputs become envelopes. ``routes`` maps each value of
+    ``route_column`` to its topic (a single route: ``route_column`` None)."""
+
+    app: str
+    key_column: str
+    routes: dict[str, Route]
+    dead_letter_topic: str
+    late_topic: str
+    late_reason: str
+    route_column: str | None = None
+    default_route: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "default_route", next(iter(self.routes)))
+
+    def outputs(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The app's output rows as envelopes; an unknown route fails the batch."""
+        routes = (np.full(len(rows), self.default_route, dtype=object)
+                  if self.route_column is None else rows[self.route_column].to_numpy())
+        parts = []
+        for name in pd.unique(routes):
+            if name not in self.routes:
+                raise ValueError(f"unknown route in column {self.route_column}: {name!r}")
+            route = self.routes[name]
+            picked = rows[routes == name] if len(self.routes) > 1 else rows
+            parts.append(pd.DataFrame({
+                "topic": route.topic,
+                "key": _utf8(picked[self.key_column]),
+                "value": json_objects(picked, route.fields),
+                "headers": None}))
+        return _rows(parts)
+
+    def dead_letters(self, rows: pd.DataFrame, reasons: np.ndarray) -> pd.DataFrame:
+        """Rejected records, unchanged, to the dead-letter topic with their reasons."""
+        return _originals(rows, self.dead_letter_topic, reasons,
+                          rows[STAGE_COLUMN].fillna("operator").to_numpy(), self.app)
+
+    def late(self, rows: pd.DataFrame, watermark_ms: int) -> pd.DataFrame:
+        """Records at or behind the watermark, unchanged, to the late topic."""
+        reasons = np.full(len(rows), self.late_reason, dtype=object)
+        stages = np.full(len(rows), "late", dtype=object)
+        return _originals(rows, self.late_topic, reasons, stages, self.app,
+                          extra=(("statewise.watermark", str(watermark_ms)),))
+
+
+def _originals(rows: pd.DataFrame, topic: str, reasons: np.ndarray, stages: np.ndarray,
+               app: str, extra: tuple[tuple[str, str], ...] = ()) -> pd.DataFrame:
+    headers = []
+    for i, (partition, offset, timestamp, original) in enumerate(zip(
+            rows[PARTITION].to_numpy(), rows[OFFSET].to_numpy(), rows[TIMESTAMP].to_numpy(),
+            rows[HEADERS].to_numpy(), strict=True)):
+        added = [("statewise.reason", reasons[i]), ("statewise.stage", stages[i]),
+                 ("statewise.app", app), ("statewise.source.topic", rows[TOPIC].iat[i]),
+                 ("statewise.source.partition", str(partition)),
+                 ("statewise.source.offset", str(offset)),
+                 ("statewise.source.timestamp", str(timestamp)), *extra]
+        kept = [] if original is None else [
+            {"key": h["key"], "value": h["value"]} for h in original]
+        headers.append(kept + [{"key": k, "value": str(v).encode()} for k, v in added])
+    return pd.DataFrame({"topic": topic, "key": rows[KEY].to_numpy(),
+                         "value": rows[VALUE].to_numpy(), "headers": headers})
+
+
+def _utf8(values: pd.Series) -> list[bytes | None]:
+    return [None if v is None else str(v).encode() for v in values.to_numpy()]
+
+
+def _rows(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=list(ENVELOPE_COLUMNS))
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def envelope_rows(*frames: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The non-empty frames as one, or None."""
+    present = [f for f in frames if f is not None and len(f)]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else pd.concat(present, ignore_index=True)
+
+
