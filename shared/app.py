@@ -1,10 +1,18 @@
 """What an app declares, so that the shared runner can run it.
 
-An app is a pure builder, ``build(records, settings, control) -> list[Output]``: it
-gets decoded, quality-checked, watermarked records (and its decoded control records,
-if it has a control topic) and returns DataFrames, one per output topic. It never
-reads or writes a stream itself; the runner does, so the
-same builder runs under the real runner, in tests and in benchmarks.
+An app is either
+
+- a **keyed operator** (``KeyedOperator``): one bucketed, vectorised processor
+  (shared/keyed/bucketed*) that the pipeline feeds every input record in a single path:
+  the operator itself sends rejected and late records to their topics and encodes its
+  outputs, so Kafka is read and parsed once per batch; or
+- a pure builder, ``build(records, settings, control) -> list[Output]``: it gets
+  decoded, quality-checked, watermarked records (and its decoded control records, if it
+  has a control topic) and returns DataFrames, one per output topic; dead letters and
+  late rows then come from a second branch that reads Kafka again.
+
+Neither reads or writes a stream itself; the runner does, so the same app runs under
+the real runner, in tests and in benchmarks.
 """
 
 from __future__ import annotations
@@ -58,15 +66,37 @@ def windows_closed(window_ms: int) -> Callable[[Column], Column]:
 
 
 @dataclass(frozen=True)
+class KeyedOperator:
+    """An app's logic as one bucketed processor fed by the pipeline's single path.
+
+    ``processor``: settings -> the ``BucketedProcessor``. ``input_columns``: the decoded
+    record's columns it reads (its event time column among them). ``outputs``: the
+    topics its rows go to; with ``route_column`` each row names its topic
+    (``TopicSpec.name``), else all go to the first. A row becomes the JSON of its topic's
+    schema fields (every column but the route for a topic without a schema), keyed by
+    ``key_column``. ``buckets``: settings -> B, fixed per checkpoint.
+    """
+
+    processor: Callable[[Any], Any]
+    input_columns: tuple[str, ...]
+    outputs: tuple[TopicSpec, ...]
+    key_column: str
+    route_column: str | None = None
+    buckets: Callable[[Any], int] = lambda settings: settings.state_buckets
+
+
+@dataclass(frozen=True)
 class AppDefinition:
-    """One deployable app: its topics, settings, builder and data-quality suite."""
+    """One deployable app: its topics, settings, logic and data-quality suite."""
 
     name: str
     topics: AppTopics
     settings_type: type
     # (records, settings, control records or None) -> outputs; control is the app's
-    # control topic, decoded, when the registry gives that topic a schema.
-    build: Callable[[DataFrame, Any, DataFrame | None], list[Output]]
+    # control topic, decoded, when the registry gives that topic a schema. None for an
+    # app whose logic is a ``keyed`` operator.
+    build: Callable[[DataFrame, Any, DataFrame | None], list[Output]] | None = None
+    keyed: KeyedOperator | None = None
     # Watermark delay, e.g. "30 seconds", from the settings' own ``allowed_lateness``;
     # None (no such setting): the app uses no event-time state.
     allowed_lateness: Callable[[Any], str | None] = (
@@ -78,6 +108,10 @@ class AppDefinition:
     # rejected, so one record dated 2099 cannot drag the watermark forward.
     event_time_bounds: tuple[timedelta, timedelta] | None = None
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.build is None) == (self.keyed is None):
+            raise ValueError(f"app {self.name!r}: declare exactly one of build and keyed")
 
     @property
     def input_topic(self) -> TopicSpec:

@@ -1,14 +1,19 @@
 """Assembling an app's whole streaming plan from raw Kafka rows, without I/O.
 
-raw Kafka rows -> parse -> data-quality gate -> watermark -> app builder, and beside
-the app's outputs, as envelopes for the exactly-once sink, one *side* branch:
+A keyed app (``AppDefinition.keyed``) takes the **single path**: raw Kafka rows ->
+parse -> data-quality gate (a reason column, nothing filtered) -> watermark -> its
+bucketed operator, which receives every record with the Kafka record it came from,
+sends rejected and late ones to the dead-letter and late topics itself, and returns
+Kafka envelopes. Kafka is read and each record parsed once per batch.
+
+An app with a builder (``AppDefinition.build``) gets the valid records only; beside its
+outputs one *side* branch makes
   - dead letters: rows that failed decoding or the quality gate, with the reason;
   - late candidates: every valid input row, carrying its event time, from which the
-    batch writer keeps those the app's stateful operators drop as late.
-Spark counts late rows but offers no side output for them; this is ours.
-
-Every branch of a union reads the source again (Spark shares no scan between them),
-so all side outputs come from one branch: two reads of Kafka per batch, not four.
+    batch writer keeps those the app's stateful operators drop as late (Spark counts
+    late rows but offers no side output for them).
+Every branch of a union reads the source again (Spark shares no scan between them), so
+that path reads Kafka twice per batch.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from shared.kafka_io import (
     parse,
     routed_json_envelopes,
 )
+from shared.keyed.bucketed import apply_bucketed
+from shared.keyed.bucketed_envelopes import EnvelopeSpec, Route
+from shared.keyed.bucketed_spec import REJECT_COLUMN, SOURCE_COLUMNS, STAGE_COLUMN
 from shared.settings import PlatformSettings
 
 LATE_EVENT_TIME = "_late_event_time"  # set on late candidates only
@@ -45,18 +53,57 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
     schema = app.input_topic.schema
     staged = _with_reason(parse(raw, schema), gate).withColumn(
         _BARRIER, F.spark_partition_id() >= 0)
-    fields = [*schema.field_names, *([EVENT_TIME] if schema.event_time_field else []), SOURCE]
-    records = kept(staged, F.col(_REASON).isNull()).select(*fields)
     lateness = app.allowed_lateness(settings)
-    watermarked = records.withWatermark(EVENT_TIME, lateness) if lateness else records
     control, rejected_control = _control(control_raw, app, settings)
-    parts = [_envelopes(output, settings.topic_prefix)
-             .withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
-             for output in app.build(watermarked, settings, control)]
-    parts.append(_side_outputs(staged, app, settings, lateness))
+    if app.keyed is not None:
+        parts = [_keyed(staged, app, settings, lateness, control)]
+    else:
+        fields = [*schema.field_names, *([EVENT_TIME] if schema.event_time_field else []),
+                  SOURCE]
+        records = kept(staged, F.col(_REASON).isNull()).select(*fields)
+        watermarked = records.withWatermark(EVENT_TIME, lateness) if lateness else records
+        parts = [_envelopes(output, settings.topic_prefix)
+                 .withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
+                 for output in app.build(watermarked, settings, control)]
+        parts.append(_side_outputs(staged, app, settings, lateness))
     if rejected_control is not None:
         parts.append(rejected_control)
     return reduce(DataFrame.unionByName, parts)
+
+
+def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
+           lateness: str | None, control: DataFrame | None) -> DataFrame:
+    """The single path: every record into the app's bucketed operator, envelopes out."""
+    keyed = app.keyed
+    if not lateness:
+        raise ValueError(f"app {app.name!r}: a keyed operator needs an allowed lateness")
+    source = F.col(SOURCE)
+    headers = source["headers"]
+    columns = [*[F.col(c) for c in keyed.input_columns],
+               F.col(_REASON).alias(REJECT_COLUMN), F.col(_STAGE).alias(STAGE_COLUMN),
+               *[value.alias(name) for name, value in zip(SOURCE_COLUMNS, (
+                   source["topic"], source["partition"], source["offset"],
+                   F.unix_millis(source["timestamp"]), source["key"], source["value"],
+                   F.when(F.size(headers) > 0, headers)), strict=True)]]
+    rows = staged.withWatermark(EVENT_TIME, lateness).select(*columns)
+    envelopes = apply_bucketed(
+        rows, keyed.processor(settings), buckets=keyed.buckets(settings), control=control,
+        envelopes=envelope_spec(app, settings, lateness))
+    return envelopes.withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
+
+
+def envelope_spec(app: AppDefinition, settings: PlatformSettings, lateness: str
+                  ) -> EnvelopeSpec:
+    keyed, prefix = app.keyed, settings.topic_prefix
+    routes = {spec.name: Route(spec.qualified(prefix), None if spec.schema is None
+                               else tuple(spec.schema.field_names))
+              for spec in keyed.outputs}
+    return EnvelopeSpec(
+        app=app.name, key_column=keyed.key_column, routes=routes,
+        route_column=keyed.route_column,
+        dead_letter_topic=app.topics.dead_letter.qualified(prefix),
+        late_topic=app.topics.late.qualified(prefix),
+        late_reason=f"event time at or behind the watermark (allowed lateness {lateness})")
 
 
 def kept(staged: DataFrame, condition: Column) -> DataFrame:

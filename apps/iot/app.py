@@ -1,8 +1,9 @@
-"""The iot app as a pure builder: decoded sensor readings (and control records) in,
-rolling aggregates, alerts and dead letters out.
+"""The iot app: decoded sensor readings (and control records) in, rolling aggregates,
+alerts and dead letters out.
 
 The shared runner (shared/runner.py) reads Kafka, decodes, applies the data-quality
-gate and the watermark, calls :func:`build`, and writes the outputs exactly once. The
+gate and the watermark and feeds every reading to the app's keyed operator, whose
+outputs it writes exactly once. The
 rules (docs/iot-rules.md) run in one bucketed, vectorised stateful operator keyed by
 device (apps/iot/processor.py): devices are hashed into ``state_buckets`` buckets, each
 bucket's devices one pandas table. Its one output stream is routed per row to
@@ -15,15 +16,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pyspark.sql import DataFrame
-
 from apps.iot.device_state import INPUT_COLUMNS
-from apps.iot.outputs import AGGREGATES, ALERTS, OUTPUT_SCHEMA
+from apps.iot.outputs import AGGREGATES, ALERTS
 from apps.iot.processor import IotProcessor
 from apps.iot.quality import reading_suite
 from apps.iot.settings import IotSettings
-from shared.app import AppDefinition, Output
-from shared.keyed.bucketed import apply_bucketed
+from shared.app import AppDefinition, KeyedOperator
 from shared.registry import IOT
 
 
@@ -31,19 +29,13 @@ def processor(settings: IotSettings) -> IotProcessor:
     return IotProcessor(settings)
 
 
-def build(readings: DataFrame, settings: IotSettings,
-          control: DataFrame | None = None) -> list[Output]:
-    rows = apply_bucketed(readings.select(*INPUT_COLUMNS), processor(settings), OUTPUT_SCHEMA,
-                          buckets=settings.state_buckets, control=control)
-    return [Output(AGGREGATES, rows, "record_key", route_column="route",
-                   also=(ALERTS, IOT.dead_letter))]
-
-
 IOT_APP = AppDefinition(
     name="iot",
     topics=IOT,
     settings_type=IotSettings,
-    build=build,
+    keyed=KeyedOperator(processor=processor, input_columns=INPUT_COLUMNS,
+                        outputs=(AGGREGATES, ALERTS, IOT.dead_letter), key_column="record_key",
+                        route_column="route"),
     quality_suite=reading_suite,
     event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
     description="per-device rolling averages, threshold (hysteresis) and offline alerts",

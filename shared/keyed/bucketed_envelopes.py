@@ -43,10 +43,11 @@ TOPIC, PARTITION, OFFSET, TIMESTAMP, KEY, VALUE, HEADERS = SOURCE_COLUMNS
 
 @dataclass(frozen=True)
 class Route:
-    """Where the rows of one route go: the qualified topic and the JSON fields."""
+    """Where the rows of one route go: the qualified topic and the JSON fields (those
+    of them the rows have; None: every column but the route)."""
 
     topic: str
-    fields: tuple[str, ...]
+    fields: tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,13 @@ class EnvelopeSpec:
                 raise ValueError(f"unknown route in column {self.route_column}: {name!r}")
             route = self.routes[name]
             picked = rows[routes == name] if len(self.routes) > 1 else rows
+            fields = ([c for c in picked.columns if c != self.route_column]
+                      if route.fields is None else
+                      [c for c in route.fields if c in picked.columns])
             parts.append(pd.DataFrame({
                 "topic": route.topic,
                 "key": _utf8(picked[self.key_column]),
-                "value": json_objects(picked, route.fields),
+                "value": json_objects(picked, fields).to_numpy(zero_copy_only=False),
                 "headers": None}))
         return _rows(parts)
 

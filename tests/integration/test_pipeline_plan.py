@@ -1,4 +1,5 @@
-"""Each app's whole streaming plan parses each Kafka record once.
+"""Each app's whole streaming plan parses each Kafka record once, and a keyed app reads
+its input topic once per batch.
 
 A filter on a column computed by a projection can be pushed below it by the optimizer,
 which then copies the expression into the filter once per reference: the quality filter
@@ -41,3 +42,11 @@ def test_every_kafka_scan_is_parsed_once(spark, name):
     scans = len(re.findall(r"StreamingRelation", plan))
     assert scans >= 1
     assert len(re.findall(r"from_json\(", plan)) == scans, plan
+
+
+@pytest.mark.parametrize("name", sorted(n for n, a in registered_apps().items() if a.keyed))
+def test_a_keyed_app_reads_and_parses_its_input_topic_once(spark, name):
+    app = registered_apps()[name]
+    plan = physical_plan(whole_plan(spark, app))
+    first_field = app.input_topic.schema.field_names[0]
+    assert len(re.findall(rf"from_json\(StructField\({first_field},", plan)) == 1, plan
