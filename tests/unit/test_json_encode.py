@@ -1,5 +1,5 @@
-"""shared.json_encode against an independent per-row oracle (and, on the integration
-tier, against Spark's own to_json): parsed values equal, floats bit for bit."""
+"""shared.json_encode against an independent per-row oracle: parsed values equal, floats
+bit for bit (tests/integration/test_json_encode_spark.py compares with Spark itself)."""
 
 from __future__ import annotations
 
@@ -207,42 +207,3 @@ def test_no_python_per_row_unless_control_characters(monkeypatch: pytest.MonkeyP
     check(frame)
     assert sorted(calls) == ["a\nb", "a\nb", "s", "x"]  # the two rows with \n, the keys
 
-
-@pytest.mark.integration  # a JVM: `make test-unit` promises none
-def test_same_objects_as_sparks_to_json(spark: Any) -> None:
-    """Through PySpark's own pandas -> Arrow conversion (as transformWithStateInPandas
-    does), Spark's to_json parses to the same objects, and its from_json reads ours back
-    to the same values (NaN and infinities included)."""
-    from pyspark.sql import functions as F
-
-    rows = len(TRICKY) + len(NOTABLE_FLOATS)
-    rng = np.random.default_rng(11)
-    frame = pd.DataFrame({
-        "s": [*TRICKY, *[None] * len(NOTABLE_FLOATS)],
-        "i": pd.array(rng.choice([-2**63, 2**63 - 1, 0, 7, None], rows), "Int64"),
-        "f": rng.permutation([*NOTABLE_FLOATS, *np.negative(NOTABLE_FLOATS),
-                              *[np.nan] * (rows - 2 * len(NOTABLE_FLOATS))]),
-        "b": pd.array(rng.choice([True, False, None], rows), "boolean"),
-        "flag": rng.random(rows) < 0.5,
-        "g": pd.array(rng.choice([0.5, np.inf, -np.inf, None], rows), "Float64")
-        * pd.array(rng.choice([1.0, 1.0, 0.0], rows), "Float64"),  # inf * 0: NaN, not NA
-        "t": rng.integers(-128, 127, rows, endpoint=True).astype(np.int8),
-        "h": rng.normal(0, 1e3, rows).astype(np.float32),  # a double field: exact value
-    })
-    columns = list(frame.columns)
-    ddl = "s string, i bigint, f double, b boolean, flag boolean, g double, t tinyint, h double"
-    ours = json_objects(frame, columns).to_pylist()
-    spark_rows = spark.createDataFrame(frame.assign(_row=np.arange(rows)),
-                                       f"{ddl}, _row bigint")
-    theirs = [r[0] for r in spark_rows.orderBy("_row").select(
-        F.to_json(F.struct(*columns))).collect()]
-    for row, (mine, spark_text) in enumerate(zip(ours, theirs, strict=True)):
-        assert same(json.loads(mine), json.loads(spark_text)), (row, mine, spark_text)
-    for spelled in ('"g":"NaN"', '"g":"Infinity"', '"g":"-Infinity"', '"f":-0.0'):
-        assert any(spelled in text for text in theirs), spelled  # the case was exercised
-    read_back = spark.createDataFrame(
-        pd.DataFrame({"_row": np.arange(rows), "ours": [t.decode() for t in ours]}),
-        "_row bigint, ours string").select("_row", F.from_json("ours", ddl).alias("p"))
-    differ = spark_rows.join(read_back, "_row").where(
-        ~F.struct(*columns).eqNullSafe(F.col("p")))  # Spark's NaN equals NaN
-    assert differ.count() == 0, differ.limit(5).collect()
