@@ -37,8 +37,6 @@ Part = tuple[str | pa.Array, Mask]
 
 def json_objects(frame: pd.DataFrame, columns: Sequence[str]) -> pa.Array:
     """A binary array: row i of ``frame`` as ``{"col1":v1,...}`` in ``columns``' order."""
-    if len(frame) == 0:
-        return pa.array([], pa.binary())
     parts: list[Part] = [("{", None)]
     earlier: bool | np.ndarray = False  # is a field written before this one (per row)?
     for name in columns:
@@ -84,6 +82,8 @@ def _pieces(parts: list[Part]) -> list[str | pa.Array]:
 def _constant_where(text: str, where: np.ndarray) -> pa.Array:
     """``text`` on the rows of ``where``, null elsewhere."""
     data = text.encode()
+    if len(data) * int(where.sum()) >= 2**31:  # numpy's cumsum would wrap silently
+        raise OverflowError("over 2 GiB of JSON in one batch")
     offsets = np.zeros(len(where) + 1, np.int32)
     np.cumsum(where * np.int32(len(data)), out=offsets[1:])
     buffers = [pa.py_buffer(np.packbits(where, bitorder="little")), pa.py_buffer(offsets),
@@ -158,6 +158,8 @@ def _float_text(values: pa.Array) -> tuple[pa.Array, list[Part]]:
     ``.0`` to write after the integral ones: Arrow prints 1.0 as "1" and -0.0 as "-0",
     which parse as integers ("1e+21" is fine)."""
     text = values.cast(pa.string())  # shortest round-trip digits: "0.1", "1e-7", "1"
+    if values.null_count == len(values):  # no data buffer to read, maybe
+        return text, []
     raw = np.frombuffer(values.buffers()[1], np.float64, len(values), values.offset * 8)
     valid = True if values.null_count == 0 else _mask(values.is_valid())
     finite = np.isfinite(raw)
