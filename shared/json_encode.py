@@ -4,9 +4,8 @@
 for the same frame once PySpark has turned it into Arrow (as transformWithStateInPandas
 does), as parsed values: one compact UTF-8 object per row, fields in ``columns``' order,
 null fields omitted (Spark's ``ignoreNullFields``). Each column's texts are made in one
-native call (orjson's numpy serializer for numbers, Arrow for strings), then one Arrow
-``binary_join_element_wise`` lays the rows out; Python runs per row only for strings
-holding control characters.
+native call (shared/json_columns.py), then one Arrow ``binary_join_element_wise`` lays
+the rows out.
 
 Values, as Spark writes them:
 - null is None, NaN (of a numpy float column: PySpark's Arrow conversion makes it null),
@@ -18,6 +17,8 @@ Values, as Spark writes them:
   ±infinity: the JSON strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, as Spark
   writes them; Spark's ``from_json`` reads them back into a double column.
 - strings: quote, backslash and U+0000..U+001F escaped, everything else kept as UTF-8.
+Columns: bool, integer, float (numpy, pandas nullable or Arrow dtypes) and str (object
+of str/None, ``string``, Arrow strings); any other dtype raises TypeError naming it.
 
 The whole batch is one Arrow array with 32-bit offsets: over 2 GiB of JSON raises.
 """
@@ -28,12 +29,12 @@ import json
 from collections.abc import Sequence
 
 import numpy as np
-import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-Mask = np.ndarray | None  # the rows where a piece is written; None: every row
+from shared.json_columns import Mask, column_text
+
 Part = tuple[str | pa.Array, Mask]
 
 
@@ -42,7 +43,7 @@ def json_objects(frame: pd.DataFrame, columns: Sequence[str]) -> pa.Array:
     parts: list[Part] = [("{", None)]
     earlier: bool | np.ndarray = False  # is a field written before this one (per row)?
     for name in columns:
-        text, opening, closing = _column_text(name, _series(frame, name))
+        text, opening, closing = column_text(name, _series(frame, name))
         present = None if text.null_count == 0 else _mask(text.is_valid())
         key = json.dumps(name, ensure_ascii=False) + opening
         if earlier is True:
@@ -112,101 +113,3 @@ def _series(frame: pd.DataFrame, name: str) -> pd.Series:
     if isinstance(series, pd.DataFrame):
         raise ValueError(f"column {name!r} appears more than once in the frame")
     return series
-
-
-def _column_text(name: str, series: pd.Series) -> tuple[pa.Array, str, str]:
-    """The column's values as JSON texts (null where null), and what is written between
-    the key and the text and after the text."""
-    dtype = series.dtype
-    if (pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype)
-            or pd.api.types.is_float_dtype(dtype)):
-        return _number_text(*_numbers(series)), "", ""  # the texts hold the colon
-    if _is_text(dtype):
-        try:  # None, NaN, NaT and pd.NA become null, as in PySpark's conversion
-            values = (pa.array(series.to_numpy(), type=pa.string(), from_pandas=True)
-                      if isinstance(dtype, np.dtype) else pa.array(series.array))
-        except (pa.ArrowTypeError, pa.ArrowInvalid) as error:
-            raise TypeError(f"column {name!r}: object values must be str or None "
-                            f"({error})") from error
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
-        return _escaped(values.cast(pa.string())), ':"', '"'
-    raise TypeError(f"column {name!r}: dtype {dtype} is not supported for JSON "
-                    "(str, bool, integer and float columns are)")
-
-
-def _is_text(dtype: object) -> bool:
-    if isinstance(dtype, pd.ArrowDtype):
-        return pa.types.is_string(dtype.pyarrow_dtype) or pa.types.is_large_string(
-            dtype.pyarrow_dtype)
-    return isinstance(dtype, pd.StringDtype) or (isinstance(dtype, np.dtype)
-                                                 and dtype.kind == "O")
-
-
-def _numbers(series: pd.Series) -> tuple[np.ndarray, Mask]:
-    """A bool, integer or float column as a contiguous numpy array, and where its values
-    are present (None: everywhere). Floats are widened to float64 (exactly)."""
-    dtype = series.dtype
-    if isinstance(dtype, np.dtype):
-        if dtype.kind != "f":
-            return np.ascontiguousarray(series.to_numpy()), None
-        values = np.ascontiguousarray(series.to_numpy(np.float64))
-        present = ~np.isnan(values)  # NaN is null here, as in PySpark's conversion
-    else:  # extension dtypes: pd.NA is null, a NaN computed in a Float64 column is not
-        kind = np.dtype(np.float64) if dtype.kind == "f" else dtype.numpy_dtype
-        present = ~series.isna().to_numpy()
-        values = np.ascontiguousarray(series.to_numpy(kind, na_value=kind.type(0)))
-    return values, (None if present.all() else present)
-
-
-def _number_text(values: np.ndarray, present: Mask) -> pa.Array:
-    """``:value`` texts, null where not present. orjson's numpy serializer writes the
-    whole column in one native call (about 3x faster than Arrow's float cast, which also
-    prints 1.0 as "1" and -0.0 as "-0"): shortest round-trip floats ("0.1", "1.0",
-    "-0.0", "1e-7", "1e+21"), exact integers, true/false. Values hold no comma, so the
-    separators of "[v0,v1,...]" bound the texts; each is overwritten with the colon."""
-    if len(values) == 0:
-        return pa.array([], pa.string())
-    data = bytearray(orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY))
-    if len(data) >= 2**31:
-        raise OverflowError("over 2 GiB of JSON in one column")
-    raw = np.frombuffer(data, np.uint8)
-    offsets = np.empty(len(values) + 1, np.int32)
-    offsets[0], offsets[1:-1], offsets[-1] = 0, np.flatnonzero(raw == ord(",")), len(raw) - 1
-    raw[offsets[:-1]] = ord(":")
-    validity = None if present is None else pa.py_buffer(
-        np.packbits(present, bitorder="little"))
-    text = pa.Array.from_buffers(pa.string(), len(values),
-                                 [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
-    if values.dtype.kind == "f":  # orjson writes NaN and infinities as null: Spark's strings
-        odd = ~np.isfinite(values) & (True if present is None else present)
-        if odd.any():
-            spelled = np.where(np.isnan(values[odd]), ':"NaN"',
-                               np.where(values[odd] > 0, ':"Infinity"', ':"-Infinity"'))
-            text = pc.replace_with_mask(text, pa.array(odd), pa.array(spelled, pa.string()))
-    return text
-
-
-def _escaped(values: pa.Array) -> pa.Array:
-    """String values with JSON escapes; no copy when nothing needs escaping."""
-    _, offsets_buffer, data_buffer = values.buffers()
-    if data_buffer is None:
-        return values
-    offsets = np.frombuffer(offsets_buffer, np.int32, len(values) + 1, values.offset * 4)
-    data = np.frombuffer(data_buffer, np.uint8)[offsets[0]:offsets[-1]]
-    quotes = (data == ord('"')).any() or (data == ord("\\")).any()
-    if not quotes and not (data < 0x20).any():  # comparisons: faster than a lookup table
-        return values
-    text = values
-    if quotes:
-        text = pc.replace_substring(pc.replace_substring(text, "\\", "\\\\"), '"', '\\"')
-    controls = np.flatnonzero(data < 0x20)  # rare: those rows are escaped one by one
-    if len(controls):
-        rows = np.searchsorted(offsets, controls + offsets[0], "right") - 1
-        mask = np.zeros(len(values), bool)
-        mask[rows] = True
-        mask &= _mask(values.is_valid())
-        escaped = [json.dumps(s, ensure_ascii=False)[1:-1]
-                   for s in values.filter(pa.array(mask)).to_pylist()]
-        text = pc.replace_with_mask(text, pa.array(mask), pa.array(escaped, pa.string()))
-    return text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import uuid
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+import shared.json_columns as json_columns
 import shared.json_encode as json_encode
 from shared.json_encode import json_objects
 
@@ -106,8 +108,9 @@ def test_random_frames_parse_to_the_values(seed: int) -> None:
     check(frame, ["spark_nan", "maybe", "s"])  # leading nullable fields: commas per row
 
 
-def test_tricky_strings_escaped_and_utf8_kept() -> None:
-    frame = pd.DataFrame({"s": TRICKY, "t": TRICKY[::-1]})
+@pytest.mark.parametrize("comma", ["", "a, b"])  # a comma: Arrow's path, not orjson's
+def test_tricky_strings_escaped_and_utf8_kept(comma: str) -> None:
+    frame = pd.DataFrame({"s": [*TRICKY, comma], "t": [*TRICKY[::-1], None]})
     out = check(frame).to_pylist()
     assert '"s":"é"'.encode() in out[TRICKY.index("é")]  # UTF-8, not \u00e9
     assert all(b"\n" not in text and b"\x00" not in text for text in out)
@@ -183,23 +186,27 @@ def test_integer_extremes_and_nullable_dtypes() -> None:
 
 
 def test_unsupported_columns_are_named() -> None:
-    frame = pd.DataFrame({"when": pd.to_datetime(["2026-01-01"]), "cat": ["a"],
-                          "mixed": pd.Series([1], dtype=object), "ok": [1]})
+    frame = pd.DataFrame({"when": pd.to_datetime(["2026-01-01"]), "cat": ["a"], "ok": [1]})
     frame["cat"] = frame["cat"].astype("category")
     for rows in (frame, frame.iloc[:0]):  # an empty batch fails the same way
         with pytest.raises(TypeError, match=r"column 'when': dtype datetime64\[ns\]"):
             json_objects(rows, ["ok", "when"])
     with pytest.raises(TypeError, match="column 'cat': dtype category"):
         json_objects(frame, ["cat"])
-    with pytest.raises(TypeError, match="column 'mixed': object values must be str"):
-        json_objects(frame, ["mixed"])
+    for odd in (1, True, float("inf"), ["a"], pd.Timestamp(0), uuid.UUID(int=0)):
+        mixed = pd.DataFrame({"mixed": pd.Series(["a", None, odd], dtype=object)})
+        with pytest.raises(TypeError, match="column 'mixed': object values must be str"):
+            json_objects(mixed, ["mixed"])
     with pytest.raises(ValueError, match="'ok' appears more than once"):
         json_objects(pd.concat([frame["ok"], frame["ok"]], axis=1), ["ok"])
     with pytest.raises(TypeError, match="column names must be str"):
         json_objects(pd.DataFrame({0: [1]}), [0])  # type: ignore[list-item]
 
 
-def test_no_python_per_row_unless_control_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("comma", [False, True])
+def test_no_python_per_row(comma: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """orjson escapes every string natively; on Arrow's path (a value holds a comma),
+    only the rows with control characters are escaped in Python."""
     calls: list[object] = []
 
     class CountingJson:
@@ -209,7 +216,7 @@ def test_no_python_per_row_unless_control_characters(monkeypatch: pytest.MonkeyP
             return json.dumps(value, **options)
 
     monkeypatch.setattr(json_encode, "json", CountingJson)
-    frame = pd.DataFrame({"s": ['q"\\é'] * 1000 + ["a\nb"] * 2, "x": [0.5] * 1002})
-    check(frame)
-    assert sorted(calls) == ["a\nb", "a\nb", "s", "x"]  # the two rows with \n, the keys
-
+    monkeypatch.setattr(json_columns, "json", CountingJson)
+    strings = ['q"\\é'] * 1000 + ["a\nb"] * 2 + ["a,b"] * comma
+    check(pd.DataFrame({"s": strings, "x": [0.5] * len(strings)}))
+    assert sorted(calls) == ["a\nb", "a\nb", "s", "x"] if comma else ["s", "x"]
