@@ -14,6 +14,8 @@ import time
 
 # name -> (module, what it measures); the order of ``all``: cheapest first.
 BENCHMARKS = {
+    "json_encode": ("bench.json_encode",
+                    "an 800k-row output batch to JSON: column by column vs per row"),
     "keyed_state": ("bench.keyed_state_throughput",
                     "the keyed-state layer alone: native vs per-key vs bucketed"),
     "fraud": ("bench.fraud_pipeline", "fraud app: sustained rate, latency at half rate"),
