@@ -40,6 +40,7 @@ from bench.stack import (
     topic_end,
 )
 from shared.app import AppDefinition, Output
+from shared.keyed.bucketed import BucketedProcessor, BucketUpdate
 from shared.runner import start
 from shared.spark import build_session
 from shared.topics import TopicSpec, admin_client, provision
@@ -110,17 +111,34 @@ def run(bench: AppBench, options: Options) -> dict:
 
 
 def without_operator(app: AppDefinition) -> AppDefinition:
-    """The app's whole pipeline (parse, quality gate, watermark, dead-letter and late
-    branch, exactly-once sink) with its stateful operator replaced by a filter that keeps
-    no row: the app's rate against this one is the operator's own cost (its shuffle, the
-    Python workers, the state store), the rest is the platform's. ``rand() < 0`` rather
-    than a literal false so that Spark cannot prune the branch and still parses every
-    record in it."""
+    """The app's whole pipeline with its processor's work taken out: for a keyed app,
+    the single path (one parse, the quality gate, the watermark, the shuffle to the
+    state partitions, the Python workers, the layer's screening and envelopes, the
+    exactly-once sink) around a processor that keeps and emits nothing, so the app's
+    rate against this one is its own logic's cost and its state's. For a builder app,
+    a filter keeping no row (``rand() < 0`` rather than a literal false so that Spark
+    cannot prune the branch and still parses every record in it)."""
+    if app.keyed is not None:
+        def idle(settings):
+            return _Idle(app.keyed.processor(settings).spec)
+
+        keyed = dataclasses.replace(app.keyed, processor=idle)
+        return dataclasses.replace(app, name=f"{app.name}-platform", keyed=keyed)
 
     def build(records, settings, control):
         return [Output(app.topics.outputs[0], records.where(F.rand() < 0), records.columns[0])]
 
     return dataclasses.replace(app, name=f"{app.name}-platform", build=build)
+
+
+class _Idle(BucketedProcessor):
+    """Keeps no key and emits nothing (the platform step's processor)."""
+
+    def __init__(self, spec) -> None:
+        self.spec = spec
+
+    def update(self, state, rows, ctx):
+        return BucketUpdate(keys=state.keys)
 
 
 def bench_settings(bench: AppBench, bootstrap: str, work: Path, batch: int):

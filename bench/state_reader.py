@@ -1,7 +1,7 @@
 """The state an app left in its checkpoint, read with Spark's state reader while the app
-is stopped: how many keys it holds, how many bytes its bucket blobs take, and what the
-Python side pays per batch to decode and re-encode every blob (the bucketed layer does
-both for every bucket a batch touches, and with K keys every batch touches all).
+is stopped: how many keys it holds, how many bytes its segments take, and what the
+Python side pays to decode every segment (a worker does so once per content, then keeps
+it: shared/keyed/bucketed_cache.py) and to encode them all again (a compaction).
 
 Reading the state is itself a measure: the reader loads each partition's RocksDB store
 from the checkpoint (latest snapshot plus changelog replay), as a restarted query does.
@@ -9,48 +9,66 @@ from the checkpoint (latest snapshot plus changelog replay), as a restarted quer
 
 from __future__ import annotations
 
-import importlib
 import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from shared.app import AppDefinition
+from shared.keyed.bucketed_cache import SegmentCache
+from shared.keyed.bucketed_codec import cold_to_state, header_from_state, hot_to_state, load
+from shared.keyed.bucketed_spec import BUCKET_COLUMN
+from shared.keyed.bucketed_store import counts
 from shared.keyed.bucketed_tables import (
-    BUCKET_STATE,
-    BUCKET_STATE_SCHEMA,
-    bucket_from_state,
-    bucket_to_state,
+    COLD_STATE,
+    HEADER_SCHEMA,
+    HEADER_STATE,
+    HOT_STATE,
+    SEGMENT_SCHEMA,
 )
 from shared.runner import checkpoint_path
 
 
 def read_state(spark: SparkSession, app: AppDefinition, settings) -> dict:
-    spec = importlib.import_module(f"apps.{app.name}.app").processor(settings).spec
-    buckets = settings.state_buckets
+    spec = app.keyed.processor(settings).spec
+    buckets = app.keyed.buckets(settings)
+    checkpoint = checkpoint_path(app, settings)
     started = time.perf_counter()
-    rows = (spark.read.format("statestore").option("stateVarName", BUCKET_STATE)
-            .load(checkpoint_path(app, settings)).collect())
+    values = {name: _values(spark, checkpoint, name, schema) for name, schema in (
+        (HEADER_STATE, HEADER_SCHEMA), (HOT_STATE, SEGMENT_SCHEMA), (COLD_STATE, SEGMENT_SCHEMA))}
     read_s = time.perf_counter() - started
-    values = [tuple(row.value[name] for name in BUCKET_STATE_SCHEMA.names) for row in rows]
+    cache = SegmentCache(budget_bytes=0)  # nothing kept: every segment decoded
     started = time.perf_counter()
-    decoded = [bucket_from_state(value, spec, buckets) for value in values]
+    loaded = [load(header_from_state(value, buckets), spec,
+                   lambda b=bucket: values[HOT_STATE].get(b),
+                   lambda b=bucket: values[COLD_STATE].get(b), cache)
+              for bucket, value in values[HEADER_STATE].items()]
     decode_s = time.perf_counter() - started
     started = time.perf_counter()
-    for stored in decoded:
-        bucket_to_state(stored, spec, buckets)
+    for bucket in loaded:
+        hot_to_state(bucket.hot, spec, cache)
+        cold_to_state(bucket.cold, spec, cache)
     encode_s = time.perf_counter() - started
-    blob_bytes = [len(v[0]) + len(v[1] or b"") for v in values]
+    sizes = [sum(len(v[i] or b"") for i in (1, 2, 3)) for name in (HOT_STATE, COLD_STATE)
+             for v in values[name].values()]
+    totals = [counts(b.cold, b.hot) for b in loaded]
     return {
-        "buckets_stored": len(rows),
-        "keys": sum(len(stored.keys) for stored in decoded),
-        "history_rows": sum(0 if s.history is None else len(s.history) for s in decoded),
-        "blob_bytes": sum(blob_bytes), "largest_blob_bytes": max(blob_bytes, default=0),
-        "pandas_bytes": sum(_frame_bytes(s) for s in decoded),
+        "buckets_stored": len(loaded),
+        "keys": sum(k for k, _ in totals),
+        "history_rows": sum(h for _, h in totals),
+        "blob_bytes": sum(sizes), "largest_blob_bytes": max(sizes, default=0),
+        "hot_keys": sum(len(b.hot.keys) for b in loaded),
+        "pandas_bytes": sum(_frame_bytes(b.cold) + _frame_bytes(b.hot) for b in loaded),
         "checkpoint_read_s": round(read_s, 2),
         "decode_all_buckets_s": round(decode_s, 3),
         "encode_all_buckets_s": round(encode_s, 3),
     }
+
+
+def _values(spark: SparkSession, checkpoint: str, variable: str, schema) -> dict[int, tuple]:
+    rows = spark.read.format("statestore").option("stateVarName", variable).load(
+        checkpoint).collect()
+    return {row.key[BUCKET_COLUMN]: tuple(row.value[n] for n in schema.names) for row in rows}
 
 
 def _frame_bytes(stored) -> int:

@@ -8,9 +8,10 @@ For each app and key count K, on a private broker:
 1. preload about K..3K records over about K keys (bench/state_feed.py says how each
    generator is sized) and run the real app as its own process (``statewise run APP``,
    settings from the environment) until it has read them, in batches of 250k;
-2. with every key in state, send small batches (1k records, three times), one at a time:
-   Spark's per-batch figures (commit, WAL, RocksDB metrics, state memory), those of the
-   batches with no input that follow (watermark, timers), the checkpoint's size on disk;
+2. with every key in state, send live-sized batches (1k, 5k and 50k records, three of
+   each), one at a time: Spark's per-batch figures (commit, WAL, RocksDB metrics, state
+   memory) per batch size, those of the batches with no input that follow (watermark,
+   timers), the checkpoint's size on disk;
 3. once no batch runs, SIGKILL the app's whole process tree, send 1k records while it is
    down, restart it, and time restart -> query started -> first batch (state loaded,
    Python workers up) -> caught up (the topic read to its end);
@@ -59,7 +60,9 @@ from shared.topics import admin_client, provision
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DRAIN_BATCH = 250_000  # maxOffsetsPerTrigger: the pipeline benchmarks' batch
-SMALL_ROUNDS = (1_000, 1_000, 1_000)
+BATCH_SIZES = (1_000, 5_000, 50_000)  # live batch sizes: the per-batch cost table
+ROUNDS_PER_SIZE = 3
+SMALL_ROUNDS = tuple(size for size in BATCH_SIZES for _ in range(ROUNDS_PER_SIZE))
 # As many as a small round, so that the first batch after the restart compares with
 # the small batches' median: the difference is what the restart costs that batch.
 WHILE_DOWN = 1_000
@@ -94,10 +97,14 @@ def measure_point(app: AppDefinition, keys: int, bootstrap: str, reader) -> dict
         _say(f"  drained in {len(point['drain'])} batches, "
              f"{time.time() - first.started_at:.0f} s after start")
         drained_batches = len(point["drain"])
-        small = [row for n in SMALL_ROUNDS
-                 for row in _round(feed, _scaled(n, keys), bootstrap, topic, metrics, first)]
+        by_size = {size: [row for _ in range(ROUNDS_PER_SIZE)
+                          for row in _round(feed, size, bootstrap, topic, metrics, first)]
+                   for size in BATCH_SIZES}
+        small = by_size[BATCH_SIZES[0]]
         point["steady"] = steady_summary(small)
-        point["steady_rows"] = small
+        point["steady_rows"] = [row for rows in by_size.values() for row in rows]
+        point["by_batch_size"] = {str(size): steady_summary(rows)
+                                  for size, rows in by_size.items()}
         wait_quiet(metrics, first, QUIET_S, DRAIN_TIMEOUT_S)
         # Batches with no input that move the watermark and fire timers: every bucket's
         # state is read and written there too.
@@ -110,7 +117,7 @@ def measure_point(app: AppDefinition, keys: int, bootstrap: str, reader) -> dict
         point["memory"] = sampler.stop()
         first.kill_tree()
     point["startup_first_run"] = _seen(sampler, first.started_at)
-    feed.send(bootstrap, topic, _scaled(WHILE_DOWN, keys))
+    feed.send(bootstrap, topic, WHILE_DOWN)
     second = AppProcess(app.name, env, work / "run-2.log")
     sampler = MemorySampler(second.pid)
     try:
@@ -144,12 +151,6 @@ def _round(feed: StreamFeed, n: int, bootstrap: str, topic: str, metrics: Path,
     wait_until_read(metrics, topic, feed.sent, app, 0, DRAIN_TIMEOUT_S)
     rows = [batch_row(p, topic) for p in progress_of(events(metrics))]
     return [r for r in rows if r["records"] and r["end_offset"] > before]
-
-
-def _scaled(records: int, keys: int) -> int:
-    """A round's records, at most a tenth of the keys: the rounds draw keys too, and
-    would otherwise grow a small state noticeably before its figures are taken."""
-    return min(records, keys // 10)
 
 
 def _seen(sampler: MemorySampler, started_at: float) -> dict:

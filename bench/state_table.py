@@ -53,6 +53,27 @@ def _num(value) -> str:
         else f"{value:,.1f}"
 
 
+def batch_cost_table(result: dict) -> str:
+    """Median batch duration per live batch size against the keys in state: flat in the
+    state size when a batch's cost follows the keys it touches."""
+    sizes = sorted({int(s) for p in result["points"] for s in p.get("by_batch_size", {})})
+    if not sizes:
+        return ""
+    head = " | ".join(f"{size:,}-record batch ms (records)" for size in sizes)
+    lines = ["Per-batch cost at live batch sizes (median of the batches that read each round;"
+             " batch = Spark's triggerExecution, from planning to commit):", "",
+             f"| app | keys in state | {head} |", "|---|---|" + "---|" * len(sizes)]
+    for point in result["points"]:
+        by_size = point.get("by_batch_size", {})
+        cells = []
+        for size in sizes:
+            summary = by_size.get(str(size)) or {}
+            cells.append(f"{_num(summary.get('batch_ms_median'))} "
+                         f"({_num(summary.get('records_median'))})" if summary else "")
+        lines.append(f"| {point['app']} | {point['state']['keys']:,} | {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_table(result: dict) -> str:
     lines = [
         "### State against keys (`python -m bench.state_scaling`)",
@@ -95,7 +116,8 @@ def markdown_table(result: dict) -> str:
             f"{w['first_batch_rocksdb_load_s']}) | {w['same_size_batch_warm_s']} "
             f"| {w['state_reader_load_s']} "
             f"| {w['decode_all_buckets_s']} / {w['encode_all_buckets_s']} |")
-    return "\n".join(lines) + "\n"
+    cost = batch_cost_table(result)
+    return "\n".join(lines) + "\n" + ("\n" + cost if cost else "")
 
 
 def _peak(memory: dict, kind: str, measure: str = "rss") -> str:

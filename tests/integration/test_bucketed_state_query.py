@@ -146,17 +146,20 @@ def _state_matches(spark: SparkSession, checkpoint: Path, oracle: RollingSpendOr
     keys = read_bucket_keys(spark, checkpoint, spec, BUCKETS)
     assert [(r.card, r.events, r.amount_sum, r.last_event_ms) for r in keys.itertuples()] == [
         (c, t.events, t.amount_sum, t.last_ms) for c, t in sorted(oracle.cards.items())]
-    stats = {r.bucket: r for r in read_bucket_stats(spark, checkpoint).collect()}
+    headers = {r.bucket: r for r in read_bucket_stats(spark, checkpoint).collect()}
     idle_bucket = _bucket_of(spark, [idle])[idle]
-    assert idle_bucket not in stats  # its only key expired: the value state is cleared
+    # Its only key expired: only the small header is left, no segment, no timer.
+    assert headers[idle_bucket].key_count == 0 and headers[idle_bucket].hot_id is None
+    assert headers[idle_bucket].timer_ms is None
+    stats = {bucket: row for bucket, row in headers.items() if row.key_count}
     for bucket, row in stats.items():
         in_bucket = keys[keys.bucket == bucket]
         assert row.key_count == len(in_bucket) and row.bucket_count == BUCKETS
-        assert row.expiry_timer_ms == in_bucket.last_event_ms.min() + IDLE_MS
+        assert row.timer_ms == in_bucket.last_event_ms.min() + IDLE_MS
     timers = spark.read.format("statestore").option("readRegisteredTimers", True).load(
         str(checkpoint)).collect()
     assert sorted((r.key.keyed_bucket, r.expiration_timestamp_ms) for r in timers) == sorted(
-        (b, r.expiry_timer_ms) for b, r in stats.items())  # one timer per stored bucket
+        (b, r.timer_ms) for b, r in stats.items())  # one timer per bucket holding keys
     control = read_control(spark, checkpoint, spec)
     assert sorted(control) == list(range(BUCKETS))  # every bucket saw the control record
     assert {float(t.threshold.iloc[0]) for t in control.values()} == {150.0}
