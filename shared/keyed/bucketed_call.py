@@ -68,9 +68,14 @@ class CallResult:
 def exact_dtypes(frame: pd.DataFrame, dtypes: tuple[tuple[str, str], ...]) -> pd.DataFrame:
     """Integer and boolean columns back to their dtypes where they hold no nulls (pyspark
     hands them as float or object when other rows of the frame had nulls there)."""
-    wanted = {name: dtype for name, dtype in dtypes
-              if frame[name].dtype != dtype and not frame[name].isna().any()}
-    return frame.astype(wanted) if wanted else frame
+    wanted = [(name, dtype) for name, dtype in dtypes if frame[name].dtype != dtype]
+    wanted = [(n, d) for n, d in wanted if not frame[n].isna().to_numpy().any()]
+    if not wanted:
+        return frame
+    frame = frame.copy(deep=False)
+    for name, dtype in wanted:
+        frame[name] = frame[name].to_numpy().astype(dtype)
+    return frame
 
 
 def screen(rows: pd.DataFrame | None, spec: BucketedSpec, late_after_ms: int | None,
@@ -79,24 +84,30 @@ def screen(rows: pd.DataFrame | None, spec: BucketedSpec, late_after_ms: int | N
     if rows is None or not len(rows):
         return Screened(None, None, None, late_after_ms)
     bad = np.zeros(len(rows), dtype=bool)
-    reasons = None
     if REJECT_COLUMN in rows.columns:
-        reasons = rows[REJECT_COLUMN].to_numpy(dtype=object)
-        bad = pd.notna(reasons)
-    keyless = rows[list(spec.key_columns)].isna().any(axis=1).to_numpy() & ~bad
+        bad = pd.notna(rows[REJECT_COLUMN].to_numpy())
+    keyless = np.zeros(len(rows), dtype=bool)
+    for name in spec.key_columns:
+        keyless |= pd.isna(rows[name].to_numpy())
+    keyless &= ~bad
     rejected = None
     if bad.any() or keyless.any():
         rejected = rows[bad | keyless].copy()
-        rejected[REJECT_COLUMN] = np.where(keyless[bad | keyless], MISSING_KEY,
-                                           rejected.get(REJECT_COLUMN, MISSING_KEY))
+        reasons = rejected[REJECT_COLUMN].to_numpy(dtype=object) if REJECT_COLUMN in \
+            rejected.columns else np.full(len(rejected), None, dtype=object)
+        rejected[REJECT_COLUMN] = np.where(keyless[bad | keyless], MISSING_KEY, reasons)
     good = ~(bad | keyless)
     late = None
     if late_after_ms is not None:
-        behind = good & (rows[EVENT_MS_COLUMN].to_numpy() <= late_after_ms)
+        event_ms = rows[EVENT_MS_COLUMN].to_numpy()
+        with np.errstate(invalid="ignore"):
+            behind = good & (event_ms <= late_after_ms)
         if behind.any():
             late, good = rows[behind], good & ~behind
+    if not good.any():
+        return Screened(None, rejected, late, late_after_ms)
     accepted = exact_dtypes(rows if good.all() else rows[good], dtypes)
-    return Screened(accepted if len(accepted) else None, rejected, late, late_after_ms)
+    return Screened(accepted, rejected, late, late_after_ms)
 
 
 def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,

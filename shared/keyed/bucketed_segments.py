@@ -144,15 +144,16 @@ class HotSegment:
         return len(self.keys) + history + len(self.tombs)
 
 
-_EMPTY: dict[tuple[type, int], tuple[BucketedSpec, object]] = {}
+_EMPTY: dict[tuple[type, BucketedSpec], object] = {}
 
 
 def _empty(kind: type, spec: BucketedSpec):
-    """Empty segments are immutable: one per spec (building one costs milliseconds)."""
-    cached = _EMPTY.get((kind, id(spec)))
-    if cached is None or cached[0] is not spec:
-        cached = _EMPTY[(kind, id(spec))] = (spec, kind._empty(spec))
-    return cached[1]
+    """Empty segments are immutable: one per spec (building one costs milliseconds, and
+    every task unpickles its own, equal, spec)."""
+    key = (kind, spec)
+    if key not in _EMPTY:
+        _EMPTY[key] = kind._empty(spec)
+    return _EMPTY[key]
 
 
 def cold_key_schema(spec: BucketedSpec) -> pa.Schema:
