@@ -22,6 +22,7 @@ from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, MapType, StructType
 
 from shared.app import AppDefinition, Output
 from shared.kafka_io import (
@@ -96,7 +97,7 @@ def envelope_spec(app: AppDefinition, settings: PlatformSettings, lateness: str
                   ) -> EnvelopeSpec:
     keyed, prefix = app.keyed, settings.topic_prefix
     routes = {spec.name: Route(spec.qualified(prefix), None if spec.schema is None
-                               else tuple(spec.schema.field_names))
+                               else tuple(spec.schema.field_names), _nested(spec))
               for spec in keyed.outputs}
     return EnvelopeSpec(
         app=app.name, key_column=keyed.key_column, routes=routes,
@@ -112,6 +113,15 @@ def kept(staged: DataFrame, condition: Column) -> DataFrame:
     below the projection that parses: it would copy the JSON parse (and the quality
     predicates) into the filter once per column reference, 140 times per record."""
     return staged.where(F.col(_BARRIER) & condition)
+
+
+def _nested(spec) -> tuple[str, ...]:
+    """Fields of a topic's schema that hold arrays, structs or maps: the operator makes
+    them as JSON text."""
+    if spec.schema is None:
+        return ()
+    return tuple(f.name for f in spec.schema.struct.fields
+                 if isinstance(f.dataType, ArrayType | StructType | MapType))
 
 
 def _envelopes(output: Output, prefix: str) -> DataFrame:

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from shared.topics import DAY_MS, RecordSchema, TopicSpec
 
@@ -111,13 +118,18 @@ SENSOR_READING = RecordSchema(
     event_time_field="event_time_ms",
 )
 
-# One row per (device, metric, interval, tick): readings in (tick - interval, tick].
+# One window of one interval: the readings in (tick - interval, tick].
+IOT_WINDOW = _fields(
+    ("interval_s", LongType()), ("count", LongType()), ("avg", DoubleType()),
+    ("min", DoubleType()), ("max", DoubleType()),
+)
+# One row per (device, metric, tick): every interval whose window holds a reading,
+# shortest first.
 IOT_AGGREGATE = RecordSchema(
     name="iot_aggregate",
     struct=_fields(
-        ("device_id", StringType()), ("metric", StringType()), ("interval_s", LongType()),
-        ("tick_ms", LongType()), ("count", LongType()), ("avg", DoubleType()),
-        ("min", DoubleType()), ("max", DoubleType()),
+        ("device_id", StringType()), ("metric", StringType()), ("tick_ms", LongType()),
+        ("windows", ArrayType(IOT_WINDOW)),
     ),
     key_field="device_id",
 )
@@ -138,7 +150,7 @@ IOT = AppTopics(
     inputs=(TopicSpec("iot.readings", "iot", "sensor readings, keyed by device id",
                       partitions=8, schema=SENSOR_READING),),
     outputs=(TopicSpec("iot.aggregates", "iot",
-                       "rolling averages per device, metric, interval and tick",
+                       "rolling averages per device, metric and tick (every interval)",
                        partitions=8, cleanup_policy="compact", schema=IOT_AGGREGATE),
              TopicSpec("iot.alerts", "iot", "threshold and offline alerts, keyed by device id",
                        partitions=8, schema=IOT_ALERT)),

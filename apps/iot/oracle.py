@@ -98,6 +98,14 @@ class RollingAggregate:
                 self.min, self.max)
 
 
+def from_records(records) -> list[RollingAggregate]:
+    """The app's aggregate records (one per device, metric and tick, every interval in
+    ``windows``) as the oracle's rows, one per interval."""
+    return [RollingAggregate(r["device_id"], r["metric"], w["interval_s"], r["tick_ms"],
+                             w["count"], w["min"], w["max"], w["avg"])
+            for r in records for w in r["windows"]]
+
+
 def window_ticks(times: np.ndarray, interval_ms: int, cadence_ms: int) -> np.ndarray:
     """Ticks T (multiples of the cadence) whose window (T - interval, T] holds a time:
     the union over readings t of [t, t + interval)."""

@@ -1,11 +1,14 @@
 """The iot processor's one output stream, routed per row to three topics.
 
 One stateful operator writes aggregates, alerts and dead letters: its rows carry
-``route`` (the topic's name) and ``record_key`` (the Kafka key: device|metric|interval
-for the compacted aggregates topic, the device id otherwise); the shared pipeline writes
-each row to its route with the fields of that topic's schema (shared/app.py ``Output``).
-Splitting the stream into one DataFrame per topic instead would run the stateful
-operator once per topic.
+``route`` (the topic's name) and ``record_key`` (the Kafka key: device|metric for the
+compacted aggregates topic, the device id otherwise); the operator writes each row to its
+route with the fields of that topic's schema (shared/app.py ``KeyedOperator``).
+
+An aggregate is one record per device, metric and tick carrying every interval whose
+window holds a reading: ``windows`` is the JSON array of ``{interval_s, count, avg, min,
+max}``, shortest interval first (one record where one per interval used to repeat the
+device, metric and tick three times).
 
 ``alert_id`` = kind:device:metric:at_ms, the identity of docs/iot-rules.md, so a
 replayed batch or the oracle name the same alert the same way.
@@ -15,22 +18,25 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
+from apps.iot.rolling import Windows
+from shared.json_encode import json_arrays, json_objects
 from shared.registry import IOT
 
 AGGREGATES, ALERTS = IOT.outputs
 AGGREGATE_ROUTE, ALERT_ROUTE, DEAD_LETTER_ROUTE = AGGREGATES.name, ALERTS.name, \
     IOT.dead_letter.name
 RAISED, CLEARED, OFFLINE, ONLINE = "raised", "cleared", "offline", "online"
+FIGURES = ("interval_s", "count", "avg", "min", "max")  # one window's, in ``windows``
 
 _LONG, _DOUBLE, _STRING = LongType(), DoubleType(), StringType()
 OUTPUT_SCHEMA = StructType([StructField(name, kind, nullable) for name, kind, nullable in (
     ("route", _STRING, False), ("record_key", _STRING, False), ("device_id", _STRING, False),
     ("metric", _STRING, True),
-    # aggregates
-    ("interval_s", _LONG, True), ("tick_ms", _LONG, True), ("count", _LONG, True),
-    ("avg", _DOUBLE, True), ("min", _DOUBLE, True), ("max", _DOUBLE, True),
+    # aggregates: windows is JSON text, [{"interval_s", "count", "avg", "min", "max"}, ...]
+    ("tick_ms", _LONG, True), ("windows", _STRING, True),
     # alerts (value also for dead letters: the reading's value)
     ("alert_id", _STRING, True), ("kind", _STRING, True), ("at_ms", _LONG, True),
     ("value", _DOUBLE, True), ("detected_at_ms", _LONG, True), ("detail", _STRING, True),
@@ -54,15 +60,31 @@ def shaped(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
     return frame.reindex(columns=list(COLUMNS)).astype(_DTYPES)
 
 
-def aggregate_frame(device: np.ndarray, metric: np.ndarray, interval_s: np.ndarray,
-                    tick_ms: np.ndarray, count: np.ndarray, sums: np.ndarray,
-                    low: np.ndarray, high: np.ndarray) -> pd.DataFrame:
-    device_s, metric_s = pd.Series(device, dtype=object), pd.Series(metric, dtype=object)
-    interval_text = pd.Series(interval_s).astype(str)
+def aggregate_frame(series_device: np.ndarray, series_metric: np.ndarray,
+                    per_interval: list[tuple[int, Windows]]) -> pd.DataFrame | None:
+    """One row per (series, tick) that any interval has a window for, its ``windows``
+    the JSON array of those intervals' figures (in ``per_interval``'s order)."""
+    present = [(s, w) for s, w in per_interval if len(w.tick_ms)]
+    if not present:
+        return None
+    span = max(int(w.tick_ms.max()) for _, w in present) + 1
+    codes = [w.series.astype(np.int64) * span + w.tick_ms for _, w in present]
+    rows = np.unique(np.concatenate(codes))  # sorted by (series, tick): deterministic
+    elements = []
+    for (interval_s, w), code in zip(present, codes, strict=True):
+        figures = pd.DataFrame({"interval_s": interval_s, "count": w.count,
+                                "avg": w.sums / w.count, "min": w.low, "max": w.high})
+        objects = json_objects(figures, FIGURES)
+        at = np.full(len(rows), -1, dtype=np.int64)
+        at[np.searchsorted(rows, code)] = np.arange(len(code))
+        elements.append(objects.take(pa.array(at, mask=at < 0)))
+    series, tick = rows // span, rows % span
+    device_s = pd.Series(series_device[series], dtype=object)
+    metric_s = pd.Series(series_metric[series], dtype=object)
     return pd.DataFrame({
-        "route": AGGREGATE_ROUTE, "record_key": device_s + "|" + metric_s + "|" + interval_text,
-        "device_id": device_s, "metric": metric_s, "interval_s": interval_s,
-        "tick_ms": tick_ms, "count": count, "avg": sums / count, "min": low, "max": high})
+        "route": AGGREGATE_ROUTE, "record_key": device_s + "|" + metric_s,
+        "device_id": device_s, "metric": metric_s, "tick_ms": tick,
+        "windows": json_arrays(elements).to_numpy(zero_copy_only=False)})
 
 
 def alert_frame(kind: str, device: np.ndarray, metric: np.ndarray | str, at_ms: np.ndarray,

@@ -99,17 +99,15 @@ class IotProcessor(BucketedProcessor):
             table = SliceTable.of(slices, self.slice_ms, max(self.intervals_ms))
             after = keys["ticks_through_ms"].reindex(table.series_device).to_numpy(
                 dtype=np.int64)
+            per_interval = []
             for interval_ms in self.intervals_ms:
                 windows = table.windows(interval_ms, self.cadence_ms, after, last_tick)
-                if not len(windows.tick_ms):
-                    continue
-                outputs.append(aggregate_frame(
-                    table.series_device[windows.series], table.series_metric[windows.series],
-                    np.full(len(windows.tick_ms), interval_ms // 1000), windows.tick_ms,
-                    windows.count, windows.sums, windows.low, windows.high))
-                if interval_ms == self.intervals_ms[0]:
+                per_interval.append((interval_ms // 1000, windows))
+                if interval_ms == self.intervals_ms[0] and len(windows.tick_ms):
                     alerts, keys = self._threshold_alerts(table, windows, lives, keys, ctx)
                     outputs += alerts
+            outputs.append(aggregate_frame(table.series_device, table.series_metric,
+                                           per_interval))
             slices = table.slices
         keys["ticks_through_ms"] = np.maximum(keys["ticks_through_ms"].to_numpy(), last_tick)
         oldest_needed = last_tick + self.cadence_ms - max(self.intervals_ms)

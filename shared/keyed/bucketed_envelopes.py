@@ -44,10 +44,12 @@ TOPIC, PARTITION, OFFSET, TIMESTAMP, KEY, VALUE, HEADERS = SOURCE_COLUMNS
 @dataclass(frozen=True)
 class Route:
     """Where the rows of one route go: the qualified topic and the JSON fields (those
-    of them the rows have; None: every column but the route)."""
+    of them the rows have; None: every column but the route). ``raw``: fields the rows
+    hold as JSON text already (nested values), written as they are."""
 
     topic: str
     fields: tuple[str, ...] | None
+    raw: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,8 @@ class EnvelopeSpec:
             parts.append(pd.DataFrame({
                 "topic": route.topic,
                 "key": _utf8(picked[self.key_column]),
-                "value": json_objects(picked, fields).to_numpy(zero_copy_only=False),
+                "value": json_objects(picked, fields, route.raw).to_numpy(
+                    zero_copy_only=False),
                 "headers": None}))
         return _rows(parts)
 

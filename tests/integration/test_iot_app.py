@@ -14,8 +14,8 @@ import pytest
 from apps.iot.app import IOT_APP
 from apps.iot.oracle import (
     AlertIdentity,
-    RollingAggregate,
     aggregates_differ,
+    from_records,
     offline_alerts,
     rolling_aggregates,
     screen,
@@ -88,9 +88,10 @@ def test_outputs_equal_the_oracle_and_a_threshold_change_survives_a_restart(
     assert final_ms >= base + 700 * S
     screened = screen([*first, *second])  # none is late: each run starts from scratch
     rows = [r.json() for r in read_all(bootstrap, IOT.outputs[0].qualified(prefix))]
-    got = {RollingAggregate(r["device_id"], r["metric"], r["interval_s"], r["tick_ms"],
-                            r["count"], r["min"], r["max"], r["avg"]) for r in rows}
-    assert len(got) == len(rows)  # each row once
+    windows = from_records(rows)
+    got = set(windows)
+    assert len(got) == len(windows)  # each window once
+    assert len({(r["device_id"], r["metric"], r["tick_ms"]) for r in rows}) == len(rows)
     expected = rolling_aggregates(screened, settings.intervals_s, settings.cadence_ms,
                                   settings.idle_expiry_ms, final_ms)
     assert aggregates_differ(got, expected) == []

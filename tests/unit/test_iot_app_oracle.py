@@ -21,6 +21,7 @@ from apps.iot.oracle import (
     AlertIdentity,
     RollingAggregate,
     aggregates_differ,
+    from_records,
     offline_alerts,
     rolling_aggregates,
     screen,
@@ -65,11 +66,14 @@ def stream(seed: int, count: int) -> list[dict]:
     return records
 
 
-def aggregates(frame: pd.DataFrame) -> set[RollingAggregate]:
+def aggregate_rows(frame: pd.DataFrame) -> list[RollingAggregate]:
     rows = frame[frame["route"] == AGGREGATE_ROUTE]
-    return {RollingAggregate(r.device_id, r.metric, int(r.interval_s), int(r.tick_ms),
-                             int(r.count), float(r.min), float(r.max), float(r.avg))
-            for r in rows.itertuples()}
+    return from_records({"device_id": r.device_id, "metric": r.metric, "tick_ms": r.tick_ms,
+                         "windows": json.loads(r.windows)} for r in rows.itertuples())
+
+
+def aggregates(frame: pd.DataFrame) -> set[RollingAggregate]:
+    return set(aggregate_rows(frame))
 
 
 def alerts(frame: pd.DataFrame) -> list[AlertIdentity]:
@@ -87,8 +91,9 @@ def oracle_alerts(screened, settings: IotSettings, watermark_ms: float) -> set[A
 def check(out: pd.DataFrame, screened, settings: IotSettings, watermark_ms: float) -> None:
     expected = rolling_aggregates(screened, settings.intervals_s, settings.cadence_ms,
                                   settings.idle_expiry_ms, watermark_ms)
-    got = aggregates(out)
-    assert len(got) == (out["route"] == AGGREGATE_ROUTE).sum()  # each row once
+    rows = aggregate_rows(out)
+    got = set(rows)
+    assert len(got) == len(rows)  # each window once
     assert aggregates_differ(got, expected) == []
     got_alerts = alerts(out)
     assert len(got_alerts) == len(set(got_alerts))  # each alert once

@@ -16,7 +16,7 @@ import pytest
 
 import shared.json_columns as json_columns
 import shared.json_encode as json_encode
-from shared.json_encode import json_objects
+from shared.json_encode import json_arrays, json_objects
 
 TRICKY = ['say "hi"', "back\\slash", "\\u0000 as text", "", "é", "日本", "😀 emoji",
           "\u2028\u2029", "\x7f", "".join(map(chr, range(32))), 'mix "\x00\\\n',
@@ -220,3 +220,20 @@ def test_no_python_per_row(comma: bool, monkeypatch: pytest.MonkeyPatch) -> None
     strings = ['q"\\é'] * 1000 + ["a\nb"] * 2 + ["a,b"] * comma
     check(pd.DataFrame({"s": strings, "x": [0.5] * len(strings)}))
     assert sorted(calls) == ["a\nb", "a\nb", "s", "x"] if comma else ["s", "x"]
+
+
+def test_raw_columns_are_written_as_they_are_and_arrays_skip_missing_elements():
+    figures = pd.DataFrame({"interval_s": [60, 300], "count": [3, 1], "avg": [1.5, 2.0]})
+    objects = json_objects(figures, ["interval_s", "count", "avg"])
+    missing = pa.array([None, None], pa.binary())
+    windows = json_arrays([objects, missing, objects.take(pa.array([1, None]))])
+    assert windows.to_pylist() == [
+        '[{"interval_s":60,"count":3,"avg":1.5},{"interval_s":300,"count":1,"avg":2.0}]',
+        '[{"interval_s":300,"count":1,"avg":2.0}]']
+    rows = pd.DataFrame({"id": ["a", "b", "c"],
+                         "windows": [windows[0].as_py(), None, "[]"]})
+    encoded = json_objects(rows, ["windows", "id"], raw=["windows"])
+    assert [json.loads(v) for v in encoded.to_pylist()] == [
+        {"windows": [{"interval_s": 60, "count": 3, "avg": 1.5},
+                     {"interval_s": 300, "count": 1, "avg": 2.0}], "id": "a"},
+        {"id": "b"}, {"windows": [], "id": "c"}]
