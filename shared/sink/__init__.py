@@ -1,24 +1,24 @@
 """Exactly-once output to Kafka, written by the executors: one Kafka transaction per
-partition of a micro-batch, fenced by batch id.
+writer of a micro-batch, fenced by batch id.
 
 Spark's Kafka sink is at-least-once: a batch replayed after a crash is written again.
 This sink, used through ``foreachBatch``, closes that gap without passing the output
 through the driver:
 
 1. The batch is spread over its writers by a hash of each envelope (topic, key, value)
-   and run through ``mapInArrow``: each task writes its partition from Arrow record
+   and run through ``mapInArrow``: each task writes one writer's share from Arrow record
    batches (shared/sink/task.py) and returns one stats row; the driver collects only
    those. Running the plan is what commits the stateful operators' state for the batch,
    so every partition is read whole, also when its output is skipped.
-2. One *logical writer* per (sink, partition index): a transactional producer whose
-   ``transactional.id`` names both, so a retried or speculative attempt of a partition
+2. One *logical writer* per (sink, writer index): a transactional producer whose
+   ``transactional.id`` names both, so a retried or speculative attempt of a writer's task
    fences the earlier one, and a *marker*, the offset ``batch_id + 1`` of a consumer
    group of that writer, committed in the same transaction
    (``send_offsets_to_transaction``). Records and marker become visible together, or
    not at all.
 3. A task first reads its writer's marker: a batch at or below it was committed by an
    earlier attempt or run (one that died before Spark wrote its commit log), and that
-   partition is skipped, so `read_committed` readers see it once.
+   writer's share is skipped, so `read_committed` readers see it once.
 
 This needs writer ``i`` of a replayed batch to get the same records as the first run.
 The batch's own partitions do not promise it: Spark's Kafka source orders the ranges of
@@ -65,21 +65,21 @@ class SinkConfig:
 
 @dataclass
 class SinkStats:
-    batches_written: int = 0  # at least one partition written
-    batches_skipped: int = 0  # records, and every partition holding some was skipped
+    batches_written: int = 0  # at least one writer's share written
+    batches_skipped: int = 0  # records, and every writer holding some was skipped
     batches_empty: int = 0  # no record at all: no transaction
     records_written: int = 0
-    partitions_written: int = 0
+    partitions_written: int = 0  # writers' shares (partitions of the spread batch)
     partitions_skipped: int = 0
     producers_started: int = 0  # init_transactions paid in tasks (a new or fenced writer)
-    last_commit_ms: float = 0.0  # the batch's slowest partition transaction
+    last_commit_ms: float = 0.0  # the batch's slowest writer transaction
     last_batch_ms: float = 0.0  # the whole foreachBatch call: plan, writes, stats
 
 
 @dataclass(frozen=True)
 class BatchOutcome:
     batch_id: int
-    written: tuple[int, ...]  # partitions
+    written: tuple[int, ...]  # writers (partition indices of the spread batch)
     skipped: tuple[int, ...]
     records_written: int
     records_skipped: int
@@ -122,10 +122,10 @@ def skip_message(outcome: BatchOutcome) -> str | None:
         return None
     if not outcome.written:
         return (f"batch {outcome.batch_id} was committed to Kafka by an earlier attempt or "
-                f"run: skipped ({outcome.records_skipped} records in partitions "
+                f"run: skipped ({outcome.records_skipped} records of writers "
                 f"{list(outcome.skipped)})")
     return (f"batch {outcome.batch_id} was committed to Kafka by an earlier attempt or run "
-            f"in partitions {list(outcome.skipped)}: those skipped, partitions "
+            f"by writers {list(outcome.skipped)}: those skipped, writers "
             f"{list(outcome.written)} written now")
 
 
