@@ -125,7 +125,7 @@ def skip_message(outcome: BatchOutcome) -> str | None:
                 f"run: skipped ({outcome.records_skipped} records of writers "
                 f"{list(outcome.skipped)})")
     return (f"batch {outcome.batch_id} was committed to Kafka by an earlier attempt or run "
-            f"by writers {list(outcome.skipped)}: those skipped, writers "
+            f"for writers {list(outcome.skipped)}: those skipped, writers "
             f"{list(outcome.written)} written now")
 
 
