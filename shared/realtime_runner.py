@@ -6,7 +6,7 @@ queries run side by side, each with its own checkpoint beside the micro-batch ap
 - ``<checkpoint_dir>/<app>-realtime``: the app's native stateful plan, in update mode,
   ``trigger(realTime=checkpoint interval)``, at-least-once Kafka sink;
 - ``<checkpoint_dir>/<app>-realtime-dead-letters``: the records set aside, read from a
-  second Kafka source in micro-batches and written exactly once (shared/sink.py). Real-
+  second Kafka source in micro-batches and written exactly once (shared/sink/). Real-
   Time Mode refuses a union after a stateful operator
   (STATEFUL_OPERATORS_BEFORE_UNION_NOT_SUPPORTED), and dead letters need no low latency.
 

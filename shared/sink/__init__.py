@@ -1,0 +1,177 @@
+"""Exactly-once output to Kafka, written by the executors: one Kafka transaction per
+writer of a micro-batch, fenced by batch id.
+
+Spark's Kafka sink is at-least-once: a batch replayed after a crash is written again.
+This sink, used through ``foreachBatch``, closes that gap without passing the output
+through the driver:
+
+1. The batch is spread over its writers by a hash of each envelope (topic, key, value)
+   and run through ``mapInArrow``: each task writes one writer's share from Arrow record
+   batches (shared/sink/task.py) and returns one stats row; the driver collects only
+   those. Running the plan is what commits the stateful operators' state for the batch,
+   so every partition is read whole, also when its output is skipped.
+2. One *logical writer* per (sink, writer index): a transactional producer whose
+   ``transactional.id`` names both, so a retried or speculative attempt of a writer's task
+   fences the earlier one, and a *marker*, the offset ``batch_id + 1`` of a consumer
+   group of that writer, committed in the same transaction
+   (``send_offsets_to_transaction``). Records and marker become visible together, or
+   not at all.
+3. A task first reads its writer's marker: a batch at or below it was committed by an
+   earlier attempt or run (one that died before Spark wrote its commit log), and that
+   writer's share is skipped, so `read_committed` readers see it once.
+
+This needs writer ``i`` of a replayed batch to get the same records as the first run.
+The batch's own partitions do not promise it: Spark's Kafka source orders the ranges of
+a topic of up to 4 partitions differently when it replays a batch from the offset log
+(measured on 4.3: partitions 2, 1, 0 first, then 0, 1, 2). A hash of the record does:
+the batch holds the same records on replay (its offsets are fixed in the offset log,
+the pipeline is deterministic), and as many writers as the batch has partitions, which
+the same offsets and plan fix too. Explicit repartitioning is never coalesced by
+adaptive execution. docs/exactly-once.md says what would break it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame
+
+from shared.faults import FaultPlan
+from shared.kafka_io import ENVELOPE_COLUMNS
+from shared.sink.task import EMPTY, SKIPPED, STATS_SCHEMA, WRITTEN, TaskSpec, write_partition
+
+log = logging.getLogger(__name__)
+WRITER_HASH = ("topic", "key", "value")  # an envelope's writer: Spark's hash of these
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    sink_id: str  # stable for a checkpoint: transactional ids and marker groups derive from it
+    bootstrap_servers: str
+    marker_topic: str  # an existing topic; only its partition 0's group offsets are used
+    client_config: dict[str, str] = field(default_factory=dict)
+    transaction_timeout_ms: int = 60_000
+
+    def transactional_id(self, partition: int) -> str:
+        return f"statewise-sink.{self.sink_id}.p{partition}"
+
+    def marker_group(self, partition: int) -> str:
+        return f"statewise-sink.{self.sink_id}.p{partition}.marker"
+
+
+@dataclass
+class SinkStats:
+    batches_written: int = 0  # at least one writer's share written
+    batches_skipped: int = 0  # records, and every writer holding some was skipped
+    batches_empty: int = 0  # no record at all: no transaction
+    records_written: int = 0
+    partitions_written: int = 0  # writers' shares (partitions of the spread batch)
+    partitions_skipped: int = 0
+    producers_started: int = 0  # init_transactions paid in tasks (a new or fenced writer)
+    last_commit_ms: float = 0.0  # the batch's slowest writer transaction
+    last_batch_ms: float = 0.0  # the whole foreachBatch call: plan, writes, stats
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    batch_id: int
+    written: tuple[int, ...]  # writers (partition indices of the spread batch)
+    skipped: tuple[int, ...]
+    records_written: int
+    records_skipped: int
+    slowest_txn_ms: float
+    producers_started: int
+
+    @property
+    def kind(self) -> str:
+        if self.written:
+            return WRITTEN
+        return SKIPPED if self.skipped else EMPTY
+
+
+def spread_over_writers(batch: DataFrame) -> DataFrame:
+    """The batch's envelopes, partition ``i`` holding those of writer ``i``: as many
+    writers as the batch has partitions, each envelope's chosen by a hash of it."""
+    # Partitions of the batch's plan, not its rows: nothing runs, nothing is pickled.
+    writers = max(1, batch.rdd.getNumPartitions())
+    return batch.select(*ENVELOPE_COLUMNS).repartition(writers, *WRITER_HASH)
+
+
+def summarize(batch_id: int, rows: Iterable) -> BatchOutcome:
+    """One batch's outcome from its tasks' stats rows (``task.STATS_SCHEMA``)."""
+    rows = sorted(rows, key=lambda r: r["partition"])
+    written = [r for r in rows if r["outcome"] == WRITTEN]
+    skipped = [r for r in rows if r["outcome"] == SKIPPED]
+    return BatchOutcome(
+        batch_id=batch_id,
+        written=tuple(r["partition"] for r in written),
+        skipped=tuple(r["partition"] for r in skipped),
+        records_written=sum(r["records"] for r in written),
+        records_skipped=sum(r["records"] for r in skipped),
+        slowest_txn_ms=max((r["txn_ms"] for r in written), default=0.0),
+        producers_started=sum(r["producers_started"] for r in rows))
+
+
+def skip_message(outcome: BatchOutcome) -> str | None:
+    """What the driver logs when a replay found output already committed."""
+    if not outcome.skipped:
+        return None
+    if not outcome.written:
+        return (f"batch {outcome.batch_id} was committed to Kafka by an earlier attempt or "
+                f"run: skipped ({outcome.records_skipped} records of writers "
+                f"{list(outcome.skipped)})")
+    return (f"batch {outcome.batch_id} was committed to Kafka by an earlier attempt or run "
+            f"for writers {list(outcome.skipped)}: those skipped, writers "
+            f"{list(outcome.written)} written now")
+
+
+def replay_skipped(batch_id: int) -> re.Pattern:
+    """Matches :func:`skip_message` for ``batch_id`` (whole or partial), for tests."""
+    return re.compile(rf"batch {batch_id} was committed to Kafka by an earlier attempt or run")
+
+
+class ExactlyOnceKafkaSink:
+    """A ``foreachBatch`` function writing envelopes once, transactionally, from the
+    executors."""
+
+    def __init__(self, config: SinkConfig, faults: FaultPlan | None = None) -> None:
+        self.config = config
+        self.faults = faults or FaultPlan.none()
+        self.stats = SinkStats()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        # On the driver: a fault that kills the driver needs its pid (and its JVM's).
+        spec = TaskSpec(self.config, batch_id, self.faults.for_executors())
+
+        def write(batches):
+            return write_partition(spec, batches)
+
+        rows = spread_over_writers(batch).mapInArrow(write, STATS_SCHEMA).collect()
+        outcome = summarize(batch_id, (row.asDict() for row in rows))
+        self._count(outcome, (time.monotonic() - started) * 1000)
+        message = skip_message(outcome)
+        if message:
+            log.warning(message)
+
+    def close(self) -> None:
+        """Nothing to release on the driver: the producers live in the Python workers,
+        between transactions, and go with them."""
+
+    def _count(self, outcome: BatchOutcome, batch_ms: float) -> None:
+        stats = self.stats
+        kind = outcome.kind
+        stats.batches_written += kind == WRITTEN
+        stats.batches_skipped += kind == SKIPPED
+        stats.batches_empty += kind == EMPTY
+        stats.records_written += outcome.records_written
+        stats.partitions_written += len(outcome.written)
+        stats.partitions_skipped += len(outcome.skipped)
+        stats.producers_started += outcome.producers_started
+        if outcome.written:
+            stats.last_commit_ms = outcome.slowest_txn_ms
+        stats.last_batch_ms = batch_ms

@@ -1,0 +1,203 @@
+"""The executor side of the exactly-once sink: one Spark task writes one partition of a
+micro-batch in one Kafka transaction (shared/sink/__init__.py is the driver side,
+docs/exactly-once.md the protocol). Runs inside ``mapInArrow``, on Arrow record
+batches, and yields one small stats row per partition.
+
+A *logical writer* is (sink, partition index of the batch DataFrame). Its transactional
+producer and marker consumer are made once per Python worker process and kept across
+batches (:class:`WriterCache`): a batch's transaction then costs a few milliseconds,
+where a new writer costs its clients' connections and ``init_transactions``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaException, TopicPartition
+
+from shared.faults import FaultPlan
+from shared.sink.kafka import (
+    abort_quietly,
+    await_learned_broker,
+    kafka_clients,
+    produce,
+    retrying,
+    timed_out,
+)
+
+log = logging.getLogger(__name__)
+
+EMPTY, WRITTEN, SKIPPED = "empty", "written", "skipped"
+STATS_SCHEMA = ("partition int, outcome string, records long, txn_ms double, "
+                "producers_started int")
+_STATS_ARROW = pa.schema([("partition", pa.int32()), ("outcome", pa.string()),
+                          ("records", pa.int64()), ("txn_ms", pa.float64()),
+                          ("producers_started", pa.int32())])
+MAX_CACHED_WRITERS = 64  # per Python worker: the writer idle longest is closed first
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    partition: int
+    outcome: str  # EMPTY, WRITTEN or SKIPPED
+    records: int
+    txn_ms: float = 0.0  # begin_transaction to commit, when WRITTEN
+    producers_started: int = 0  # new writers this task made (0: a cached one served)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the driver ships to every task of a batch (pickled with the function)."""
+
+    config: Any  # shared.sink.SinkConfig
+    batch_id: int
+    faults: FaultPlan
+
+
+def already_committed(batch_id: int, marker_offset: int) -> bool:
+    """A writer's marker is the offset ``last committed batch + 1`` (negative when it
+    never committed): ``batch_id`` at or below that batch was written before."""
+    return marker_offset >= 0 and batch_id <= marker_offset - 1
+
+
+class LogicalWriter:
+    """The transactional producer and the marker of one (sink, partition) in this process."""
+
+    def __init__(self, config, partition: int, producer, marker) -> None:
+        self.config, self.partition = config, partition
+        self.producer, self.marker = producer, marker
+        self.marker_offset = -1  # read by start(), then kept up to date by our commits
+
+    def start(self) -> None:
+        """Fence every earlier producer of this id (aborting its open transaction), then
+        read the marker: a pending marker commit would make the read wait (read_committed).
+        Later, a cached marker is safe: whoever writes this partition in between must
+        fence this producer first, which :meth:`begin` then learns."""
+        for client in (self.producer, self.marker):
+            await_learned_broker(client, self.config.marker_topic)
+        retrying(lambda: self.producer.init_transactions(60))
+        tp = TopicPartition(self.config.marker_topic, 0)
+        self.marker_offset = retrying(lambda: self.marker.committed([tp], timeout=30)[0].offset)
+
+    def begin(self, batch_id: int) -> None:
+        """Open the batch's transaction, marker first: a fenced producer learns it here,
+        before any record is sent."""
+        self.producer.begin_transaction()
+        self.producer.send_offsets_to_transaction(
+            [TopicPartition(self.config.marker_topic, 0, batch_id + 1)],
+            self.marker.consumer_group_metadata(), 30)
+
+    def close(self) -> None:
+        self.producer.flush(10)
+        self.marker.close()
+
+
+class WriterCache:
+    """Logical writers of this Python worker, least recently used first."""
+
+    def __init__(self, clients: Callable[[Any, int], tuple[Any, Any]] = kafka_clients,
+                 capacity: int = MAX_CACHED_WRITERS) -> None:
+        self.clients, self.capacity = clients, capacity
+        self.writers: OrderedDict[tuple[str, int], LogicalWriter] = OrderedDict()
+        self.started = 0  # writers made by this process, ever
+
+    def get(self, config, partition: int) -> LogicalWriter:
+        key = (config.sink_id, partition)
+        writer = self.writers.get(key)
+        if writer is not None:
+            self.writers.move_to_end(key)
+            return writer
+        while len(self.writers) >= self.capacity:
+            _, idle = self.writers.popitem(last=False)
+            idle.close()  # between tasks: no transaction is open
+        writer = LogicalWriter(config, partition, *self.clients(config, partition))
+        writer.start()
+        self.started += 1
+        self.writers[key] = writer
+        return writer
+
+    def drop(self, writer: LogicalWriter) -> None:
+        """Forget a writer whose producer failed fatally (fenced): it cannot be reused."""
+        self.writers.pop((writer.config.sink_id, writer.partition), None)
+        try:
+            writer.marker.close()
+        except (KafkaException, RuntimeError) as error:
+            log.info("closing a dropped marker consumer: %s", error)
+
+
+_CACHE = WriterCache()  # one per Python worker process, for its life
+
+
+def write_partition(spec: TaskSpec, batches: Iterator[pa.RecordBatch],
+                    cache: WriterCache | None = None, partition: int | None = None
+                    ) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function: write this task's partition, yield its stats row."""
+    if partition is None:
+        from pyspark import TaskContext
+
+        partition = TaskContext.get().partitionId()
+    result = write(spec, partition, batches, _CACHE if cache is None else cache)
+    yield pa.RecordBatch.from_pylist([asdict(result)], schema=_STATS_ARROW)
+
+
+def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
+          cache: WriterCache) -> PartitionResult:
+    """Write one partition of batch ``spec.batch_id`` once. The input is always read to
+    its end: the stateful operator upstream commits its state only then."""
+    batches = iter(batches)
+    first = next((b for b in batches if b.num_rows), None)
+    if first is None:
+        return PartitionResult(partition, EMPTY, 0)  # no record: no transaction
+    started_before = cache.started
+    writer = cache.get(spec.config, partition)
+    for attempt in (1, 2):
+        if already_committed(spec.batch_id, writer.marker_offset):
+            records = first.num_rows + sum(b.num_rows for b in batches)
+            return PartitionResult(partition, SKIPPED, records,
+                                   producers_started=cache.started - started_before)
+        began = time.monotonic()
+        try:
+            writer.begin(spec.batch_id)
+            break
+        except KafkaException as error:
+            fatal = error.args[0].fatal()
+            _fail(writer, error, cache)
+            if attempt == 2 or not fatal:
+                raise
+            # Fenced: another process took this transactional id over since this one
+            # last used it, and may have written this batch. A new producer fences it.
+            log.info("partition %d: %s; a new producer", partition, error.args[0].str())
+            writer = cache.get(spec.config, partition)
+    where = f"partition {partition}"
+    try:
+        records = produce(writer.producer, _chain(first, batches))
+        unsent = writer.producer.flush(60)
+        if unsent:
+            raise timed_out(f"{unsent} records not sent within 60 s")
+        spec.faults.maybe_kill("sink.before_commit", spec.batch_id, where)
+        writer.producer.commit_transaction(60)
+    except KafkaException as error:
+        _fail(writer, error, cache)
+        raise
+    writer.marker_offset = spec.batch_id + 1
+    txn_ms = (time.monotonic() - began) * 1000
+    spec.faults.maybe_kill("sink.after_commit", spec.batch_id, where)
+    return PartitionResult(partition, WRITTEN, records, txn_ms, cache.started - started_before)
+
+
+def _fail(writer: LogicalWriter, error: KafkaException, cache: WriterCache) -> None:
+    """Abort the open transaction; a fatal producer (fenced) cannot and leaves the cache."""
+    abort_quietly(writer.producer, error)
+    if error.args[0].fatal():
+        cache.drop(writer)
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest

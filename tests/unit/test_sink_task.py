@@ -1,0 +1,290 @@
+"""The executor side of the exactly-once sink without Kafka: skip decisions, the input
+read to its end, fenced producers replaced once, stats aggregated on the driver.
+
+Fake clients stand in for confluent-kafka's Producer and Consumer: a shared fake broker
+keeps each writer's marker and epoch, so that a producer started later fences the ones
+before it, as Kafka's transaction coordinator does.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from shared.faults import FaultPlan
+from shared.sink import SinkConfig, replay_skipped, skip_message, summarize
+from shared.sink.kafka import produce
+from shared.sink.task import (
+    EMPTY,
+    SKIPPED,
+    WRITTEN,
+    TaskSpec,
+    WriterCache,
+    already_committed,
+    write,
+    write_partition,
+)
+
+CONFIG = SinkConfig(sink_id="app.q1", bootstrap_servers="unused:9092", marker_topic="app.dlq")
+ENVELOPE = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
+                      ("headers", pa.list_(pa.struct([("key", pa.string()),
+                                                      ("value", pa.binary())])))])
+
+
+def envelopes(n: int, start: int = 0) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(
+        [{"topic": "out", "key": f"k{i}".encode(), "value": f"v{i}".encode(),
+          "headers": [{"key": "h", "value": b"x"}] if i % 2 else None}
+         for i in range(start, start + n)], schema=ENVELOPE)
+
+
+def fenced() -> KafkaException:
+    return KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer instance",
+                                     fatal=True))
+
+
+class FakeBroker:
+    def __init__(self) -> None:
+        self.markers: dict[str, int] = {}  # transactional id -> committed marker offset
+        self.epochs: dict[str, int] = {}
+        self.records: list[tuple] = []  # committed (topic, key, value, headers)
+
+
+class FakeProducer:
+    def __init__(self, broker: FakeBroker, tid: str, buffer_full_once: bool = False) -> None:
+        self.broker, self.tid, self.epoch = broker, tid, None
+        self.pending: list[tuple] = []
+        self.pending_marker: int | None = None
+        self.in_txn = False
+        self.buffer_full = buffer_full_once
+        self.polls = 0
+        self.commits = 0
+
+    def _check(self) -> None:
+        if self.broker.epochs.get(self.tid) != self.epoch:
+            raise fenced()
+
+    def init_transactions(self, timeout):
+        self.epoch = self.broker.epochs.get(self.tid, 0) + 1
+        self.broker.epochs[self.tid] = self.epoch
+
+    def list_topics(self, topic, timeout):
+        return type("Metadata", (), {"orig_broker_id": 1})()
+
+    def begin_transaction(self):
+        assert not self.in_txn
+        self.in_txn = True
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout):
+        self._check()
+        (tp,) = offsets
+        self.pending_marker = tp.offset
+
+    def produce(self, topic, value, key, headers=None):
+        assert self.in_txn
+        if self.buffer_full:
+            self.buffer_full = False
+            raise BufferError("queue full")
+        self.pending.append((topic, key, value, headers))
+
+    def poll(self, timeout):
+        self.polls += 1
+
+    def flush(self, timeout):
+        return 0
+
+    def commit_transaction(self, timeout):
+        self._check()
+        self.broker.records.extend(self.pending)
+        self.broker.markers[self.tid] = self.pending_marker
+        self.pending, self.in_txn = [], False
+        self.commits += 1
+
+    def abort_transaction(self, timeout):
+        self.pending, self.in_txn = [], False
+
+
+class FakeMarker:
+    def __init__(self, broker: FakeBroker, tid: str) -> None:
+        self.broker, self.tid = broker, tid
+
+    def list_topics(self, topic, timeout):
+        return type("Metadata", (), {"orig_broker_id": 1})()
+
+    def committed(self, partitions, timeout):
+        (tp,) = partitions
+        return [type("TP", (), {"offset": self.broker.markers.get(self.tid, -1001)})()]
+
+    def consumer_group_metadata(self):
+        return b"metadata"
+
+    def close(self):
+        pass
+
+
+class Clients:
+    """A clients factory for WriterCache, counting what it made."""
+
+    def __init__(self, broker: FakeBroker, buffer_full_once: bool = False) -> None:
+        self.broker, self.buffer_full_once, self.made = broker, buffer_full_once, []
+
+    def __call__(self, config, partition):
+        tid = config.transactional_id(partition)
+        producer = FakeProducer(self.broker, tid, self.buffer_full_once)
+        self.made.append(producer)
+        return producer, FakeMarker(self.broker, tid)
+
+
+class Input:
+    """An input iterator that records whether it was read to its end."""
+
+    def __init__(self, *batches: pa.RecordBatch) -> None:
+        self.batches, self.exhausted = list(batches), False
+
+    def __iter__(self):
+        yield from self.batches
+        self.exhausted = True
+
+
+def spec(batch_id: int) -> TaskSpec:
+    return TaskSpec(CONFIG, batch_id, FaultPlan.none())
+
+
+@pytest.mark.parametrize(("batch_id", "marker", "skip"), [
+    (0, -1001, False),  # never committed
+    (0, 1, True),  # batch 0 committed: marker 1
+    (1, 1, False),
+    (4, 5, True),
+    (3, 5, True),  # older than the marker: committed long ago
+    (5, 5, False),
+])
+def test_a_batch_at_or_below_the_marker_was_committed(batch_id, marker, skip):
+    assert already_committed(batch_id, marker) is skip
+
+
+def test_an_empty_partition_opens_no_transaction_and_reads_its_input():
+    clients = Clients(FakeBroker())
+    source = Input(envelopes(0), envelopes(0))
+    result = write(spec(3), 0, source, WriterCache(clients))
+    assert result.outcome == EMPTY and result.records == 0
+    assert clients.made == [] and source.exhausted
+
+
+def test_a_partition_is_written_once_with_its_marker_and_the_producer_is_kept():
+    broker = FakeBroker()
+    clients = Clients(broker)
+    cache = WriterCache(clients)
+    first = write(spec(0), 2, Input(envelopes(3), envelopes(2, start=3)), cache)
+    assert (first.outcome, first.records, first.producers_started) == (WRITTEN, 5, 1)
+    assert broker.markers[CONFIG.transactional_id(2)] == 1
+    assert [r[1] for r in broker.records] == [b"k0", b"k1", b"k2", b"k3", b"k4"]
+    assert broker.records[0][3] is None and broker.records[1][3] == [("h", b"x")]
+
+    second = write(spec(1), 2, Input(envelopes(1, start=5)), cache)
+    assert (second.outcome, second.producers_started) == (WRITTEN, 0)  # cached
+    assert len(clients.made) == 1 and broker.markers[CONFIG.transactional_id(2)] == 2
+
+
+def test_a_replayed_partition_is_skipped_but_its_input_is_read_to_the_end():
+    broker = FakeBroker()
+    write(spec(4), 0, Input(envelopes(3)), WriterCache(Clients(broker)))
+    # A new process (a restarted app): a new producer fences the old, reads the marker.
+    clients = Clients(broker)
+    replay = Input(envelopes(3), envelopes(0), envelopes(2))
+    result = write(spec(4), 0, replay, WriterCache(clients))
+    assert (result.outcome, result.records) == (SKIPPED, 5)
+    assert replay.exhausted and clients.made[0].commits == 0
+    assert len(broker.records) == 3  # not written twice
+
+
+def test_a_fenced_writer_is_replaced_once_and_reads_the_marker_again():
+    broker = FakeBroker()
+    mine, theirs = WriterCache(Clients(broker)), WriterCache(Clients(broker))
+    write(spec(0), 1, Input(envelopes(2)), mine)
+    # Another worker took partition 1 over for batches 1 and 2 (fencing our producer).
+    write(spec(1), 1, Input(envelopes(2)), theirs)
+    write(spec(2), 1, Input(envelopes(2)), theirs)
+    # Our cached writer still believes batch 0 is the last: it learns of the fence at
+    # begin, starts a new producer and finds batch 2 written...
+    replay = write(spec(2), 1, Input(envelopes(2)), mine)
+    assert (replay.outcome, replay.producers_started) == (SKIPPED, 1)
+    # ...and writes batch 3 with it.
+    assert write(spec(3), 1, Input(envelopes(2)), mine).outcome == WRITTEN
+    assert len(broker.records) == 8 and broker.markers[CONFIG.transactional_id(1)] == 4
+
+
+def test_fenced_twice_fails_the_task():
+    broker = FakeBroker()
+
+    class AlwaysFenced(Clients):
+        def __call__(self, config, partition):
+            producer, marker = super().__call__(config, partition)
+
+            def send_offsets(*_args):
+                raise fenced()
+
+            producer.send_offsets_to_transaction = send_offsets
+            return producer, marker
+
+    cache = WriterCache(AlwaysFenced(broker))
+    with pytest.raises(KafkaException):
+        write(spec(0), 0, Input(envelopes(1)), cache)
+    assert cache.writers == {}  # the fatal producer is not kept
+
+
+def test_a_fatal_error_at_commit_drops_the_writer_and_fails_the_task():
+    broker = FakeBroker()
+    cache = WriterCache(Clients(broker))
+    write(spec(0), 0, Input(envelopes(1)), cache)
+    writer = next(iter(cache.writers.values()))
+
+    def commit_fenced(timeout):
+        raise fenced()
+
+    writer.producer.commit_transaction = commit_fenced
+    with pytest.raises(KafkaException):
+        write(spec(1), 0, Input(envelopes(1)), cache)
+    assert cache.writers == {} and broker.markers[CONFIG.transactional_id(0)] == 1
+
+
+def test_a_full_local_queue_is_drained_and_the_record_retried():
+    producer = FakeProducer(FakeBroker(), "t", buffer_full_once=True)
+    producer.begin_transaction()
+    assert produce(producer, [envelopes(3), envelopes(0)]) == 3
+    assert [r[1] for r in producer.pending] == [b"k0", b"k1", b"k2"] and producer.polls >= 2
+
+
+def test_the_cache_closes_the_writer_idle_longest():
+    cache = WriterCache(Clients(FakeBroker()), capacity=2)
+    for partition in (0, 1, 0, 2):
+        write(spec(0), partition, Input(envelopes(1)), cache)
+    assert list(cache.writers) == [(CONFIG.sink_id, 0), (CONFIG.sink_id, 2)]
+
+
+def test_write_partition_yields_one_stats_row():
+    (row,) = write_partition(spec(0), iter([envelopes(2)]), WriterCache(Clients(FakeBroker())),
+                             partition=7)
+    assert row.to_pylist()[0] | {"txn_ms": 0} == {
+        "partition": 7, "outcome": WRITTEN, "records": 2, "txn_ms": 0, "producers_started": 1}
+
+
+def stats(partition, outcome, records, txn_ms=0.0, started=0):
+    return {"partition": partition, "outcome": outcome, "records": records, "txn_ms": txn_ms,
+            "producers_started": started}
+
+
+def test_a_batch_is_skipped_only_if_every_partition_with_records_was():
+    skipped = summarize(5, [stats(1, SKIPPED, 4), stats(0, EMPTY, 0), stats(2, SKIPPED, 3)])
+    assert skipped.kind == SKIPPED and skipped.records_skipped == 7
+    assert replay_skipped(5).search(skip_message(skipped))
+
+    partial = summarize(5, [stats(1, SKIPPED, 4), stats(2, WRITTEN, 3, 12.5, 1)])
+    assert partial.kind == WRITTEN and partial.written == (2,) and partial.skipped == (1,)
+    assert (partial.records_written, partial.slowest_txn_ms, partial.producers_started) == \
+        (3, 12.5, 1)
+    assert replay_skipped(5).search(skip_message(partial))
+
+    empty = summarize(6, [stats(0, EMPTY, 0), stats(1, EMPTY, 0)])
+    assert empty.kind == EMPTY and skip_message(empty) is None
+    assert skip_message(summarize(7, [stats(0, WRITTEN, 2)])) is None
