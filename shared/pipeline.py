@@ -38,10 +38,12 @@ from shared.keyed.bucketed import apply_bucketed
 from shared.keyed.bucketed_envelopes import EnvelopeSpec, Route
 from shared.keyed.bucketed_spec import REJECT_COLUMN, SOURCE_COLUMNS, STAGE_COLUMN
 from shared.settings import PlatformSettings
+from shared.sink.task import WRITER_COLUMN
 
 LATE_EVENT_TIME = "_late_event_time"  # set on late candidates only
 _REASON, _STAGE = "_reason", "_stage"
 _BARRIER = "_optimizer_barrier"
+CONTROL_WRITERS = 1_000_000  # sink writers of control dead letters: this + Kafka partition
 
 
 def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
@@ -55,7 +57,8 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
     staged = _with_reason(parse(raw, schema), gate).withColumn(
         _BARRIER, F.spark_partition_id() >= 0)
     lateness = app.allowed_lateness(settings)
-    control, rejected_control = _control(control_raw, app, settings)
+    control, rejected_control = _control(control_raw, app, settings,
+                                         writers=app.keyed is not None)
     if app.keyed is not None:
         parts = [_keyed(staged, app, settings, lateness, control)]
     else:
@@ -90,7 +93,10 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
     envelopes = apply_bucketed(
         rows, keyed.processor(settings), buckets=keyed.buckets(settings), control=control,
         envelopes=envelope_spec(app, settings, lateness))
-    return envelopes.withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
+    # A state partition's output is the same on a replay, so it is its own writer and
+    # the sink needs no shuffle to spread the output over writers.
+    return (envelopes.withColumn(WRITER_COLUMN, F.spark_partition_id())
+            .withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp")))
 
 
 def envelope_spec(app: AppDefinition, settings: PlatformSettings, lateness: str
@@ -131,19 +137,25 @@ def _envelopes(output: Output, prefix: str) -> DataFrame:
     return routed_json_envelopes(output.rows, output.route_column, topics, output.key_column)
 
 
-def _control(control_raw: DataFrame | None, app: AppDefinition, settings: PlatformSettings
-             ) -> tuple[DataFrame | None, DataFrame | None]:
+def _control(control_raw: DataFrame | None, app: AppDefinition, settings: PlatformSettings,
+             writers: bool = False) -> tuple[DataFrame | None, DataFrame | None]:
     """(decoded control records, dead letters of the undecodable ones) or (None, None).
-    A control record is never dropped silently either: a bad one goes to dead letters."""
+    A control record is never dropped silently either: a bad one goes to dead letters.
+    ``writers``: name each dead letter's sink writer after its Kafka partition (a
+    partition of the scan is one Kafka partition, whatever order a replay lists them in)."""
     spec = app.topics.control
     if control_raw is None or spec is None or spec.schema is None:
         return None, None
     staged = parse(control_raw, spec.schema).withColumn(_BARRIER, F.spark_partition_id() >= 0)
     reason = F.col(DECODE_REASON)
     decoded = kept(staged, reason.isNull()).select(*spec.schema.field_names)
+    bad = kept(staged, reason.isNotNull())
+    if writers:
+        bad = bad.withColumn(WRITER_COLUMN, F.lit(CONTROL_WRITERS) + F.col(f"{SOURCE}.partition"))
     rejected = dead_letter_envelopes(
-        kept(staged, reason.isNotNull()), reason=reason, app=app.name, stage="control",
+        bad, reason=reason, app=app.name, stage="control",
         topic=app.topics.dead_letter.qualified(settings.topic_prefix),
+        carry=(WRITER_COLUMN,) if writers else (),
     ).withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
     return decoded, rejected
 

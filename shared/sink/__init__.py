@@ -28,6 +28,11 @@ the batch holds the same records on replay (its offsets are fixed in the offset 
 the pipeline is deterministic), and as many writers as the batch has partitions, which
 the same offsets and plan fix too. Explicit repartitioning is never coalesced by
 adaptive execution. docs/exactly-once.md says what would break it.
+
+A plan that knows its partitions come out the same on a replay names each partition's
+writer in a column (``WRITER_COLUMN``) and saves that shuffle: the pipeline's single path
+does (a state partition's index; a Kafka partition's for control records read straight
+from the source, whose scan has one Spark partition per Kafka partition).
 """
 
 from __future__ import annotations
@@ -42,7 +47,15 @@ from pyspark.sql import DataFrame
 
 from shared.faults import FaultPlan
 from shared.kafka_io import ENVELOPE_COLUMNS
-from shared.sink.task import EMPTY, SKIPPED, STATS_SCHEMA, WRITTEN, TaskSpec, write_partition
+from shared.sink.task import (
+    EMPTY,
+    SKIPPED,
+    STATS_SCHEMA,
+    WRITER_COLUMN,
+    WRITTEN,
+    TaskSpec,
+    write_partition,
+)
 
 log = logging.getLogger(__name__)
 WRITER_HASH = ("topic", "key", "value")  # an envelope's writer: Spark's hash of these
@@ -94,8 +107,12 @@ class BatchOutcome:
 
 
 def spread_over_writers(batch: DataFrame) -> DataFrame:
-    """The batch's envelopes, partition ``i`` holding those of writer ``i``: as many
-    writers as the batch has partitions, each envelope's chosen by a hash of it."""
+    """The batch's envelopes, each partition holding one writer's: as they are when the
+    plan names each partition's writer (``WRITER_COLUMN``), else partition ``i`` for
+    writer ``i``, as many writers as the batch has partitions, each envelope's chosen by
+    a hash of it (a shuffle of the whole output)."""
+    if WRITER_COLUMN in batch.columns:
+        return batch.select(*ENVELOPE_COLUMNS, WRITER_COLUMN)
     # Partitions of the batch's plan, not its rows: nothing runs, nothing is pickled.
     writers = max(1, batch.rdd.getNumPartitions())
     return batch.select(*ENVELOPE_COLUMNS).repartition(writers, *WRITER_HASH)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute below
 from confluent_kafka import KafkaException, TopicPartition
 
 from shared.faults import FaultPlan
@@ -40,6 +41,10 @@ _STATS_ARROW = pa.schema([("partition", pa.int32()), ("outcome", pa.string()),
                           ("records", pa.int64()), ("txn_ms", pa.float64()),
                           ("producers_started", pa.int32())])
 MAX_CACHED_WRITERS = 64  # per Python worker: the writer idle longest is closed first
+# Set by a plan whose partitions are deterministic already: the writer of each envelope,
+# equal for every row of a partition (shared/pipeline.py's single path: a state
+# partition's index, or a Kafka partition's for records read straight from the source).
+WRITER_COLUMN = "_writer"
 
 
 @dataclass(frozen=True)
@@ -138,11 +143,12 @@ def write_partition(spec: TaskSpec, batches: Iterator[pa.RecordBatch],
                     cache: WriterCache | None = None, partition: int | None = None
                     ) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function: write this task's partition, yield its stats row."""
+    batches = iter(batches)
+    first = next((b for b in batches if b.num_rows), None)
     if partition is None:
-        from pyspark import TaskContext
-
-        partition = TaskContext.get().partitionId()
-    result = write(spec, partition, batches, _CACHE if cache is None else cache)
+        partition = _writer_of(first)
+    rows = iter(()) if first is None else _chain(first, batches)
+    result = write(spec, partition, rows, _CACHE if cache is None else cache)
     yield pa.RecordBatch.from_pylist([asdict(result)], schema=_STATS_ARROW)
 
 
@@ -189,6 +195,19 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
     txn_ms = (time.monotonic() - began) * 1000
     spec.faults.maybe_kill("sink.after_commit", spec.batch_id, where)
     return PartitionResult(partition, WRITTEN, records, txn_ms, cache.started - started_before)
+
+
+def _writer_of(first: pa.RecordBatch | None) -> int:
+    """The partition's writer: named by the plan (every row the same), else its index."""
+    if first is not None and WRITER_COLUMN in first.schema.names:
+        writers = first.column(WRITER_COLUMN)
+        writer = writers[0].as_py()
+        if writer is None or pa.compute.count_distinct(writers).as_py() != 1:
+            raise ValueError(f"a partition's rows name other writers ({WRITER_COLUMN})")
+        return int(writer)
+    from pyspark import TaskContext
+
+    return TaskContext.get().partitionId()
 
 
 def _fail(writer: LogicalWriter, error: KafkaException, cache: WriterCache) -> None:
