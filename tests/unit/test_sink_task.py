@@ -18,6 +18,7 @@ from shared.sink.kafka import produce
 from shared.sink.task import (
     EMPTY,
     SKIPPED,
+    WRITER_COLUMN,
     WRITTEN,
     TaskSpec,
     WriterCache,
@@ -267,6 +268,16 @@ def test_write_partition_yields_one_stats_row():
                              partition=7)
     assert row.to_pylist()[0] | {"txn_ms": 0} == {
         "partition": 7, "outcome": WRITTEN, "records": 2, "txn_ms": 0, "producers_started": 1}
+
+
+def test_a_partition_named_by_the_plan_writes_as_that_writer():
+    named = envelopes(2)
+    named = named.append_column(WRITER_COLUMN, pa.array([1_000_003] * 2, pa.int64()))
+    (row,) = write_partition(spec(0), iter([named]), WriterCache(Clients(FakeBroker())))
+    assert row.to_pylist()[0]["partition"] == 1_000_003
+    mixed = named.set_column(4, WRITER_COLUMN, pa.array([1, 2], pa.int64()))
+    with pytest.raises(ValueError, match="other writers"):
+        next(write_partition(spec(0), iter([mixed]), WriterCache(Clients(FakeBroker()))))
 
 
 def stats(partition, outcome, records, txn_ms=0.0, started=0):
