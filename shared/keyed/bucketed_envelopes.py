@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -90,35 +91,40 @@ class EnvelopeSpec:
                 "headers": None}))
         return _rows(parts)
 
-    def dead_letters(self, rows: pd.DataFrame, reasons: np.ndarray) -> pd.DataFrame:
-        """Rejected records, unchanged, to the dead-letter topic with their reasons."""
-        return _originals(rows, self.dead_letter_topic, reasons,
+    def dead_letters(self, rows: pd.DataFrame, reasons: np.ndarray, sources: pa.Table
+                     ) -> pd.DataFrame:
+        """Rejected records, unchanged, to the dead-letter topic with their reasons.
+        ``rows`` are numbered by their place in ``sources`` (their Kafka records)."""
+        return _originals(rows, sources, self.dead_letter_topic, reasons,
                           rows[STAGE_COLUMN].fillna("operator").to_numpy(), self.app)
 
-    def late(self, rows: pd.DataFrame, watermark_ms: int) -> pd.DataFrame:
+    def late(self, rows: pd.DataFrame, watermark_ms: int, sources: pa.Table) -> pd.DataFrame:
         """Records at or behind the watermark, unchanged, to the late topic."""
         reasons = np.full(len(rows), self.late_reason, dtype=object)
         stages = np.full(len(rows), "late", dtype=object)
-        return _originals(rows, self.late_topic, reasons, stages, self.app,
+        return _originals(rows, sources, self.late_topic, reasons, stages, self.app,
                           extra=(("statewise.watermark", str(watermark_ms)),))
 
 
-def _originals(rows: pd.DataFrame, topic: str, reasons: np.ndarray, stages: np.ndarray,
-               app: str, extra: tuple[tuple[str, str], ...] = ()) -> pd.DataFrame:
+def _originals(rows: pd.DataFrame, sources: pa.Table, topic: str, reasons: np.ndarray,
+               stages: np.ndarray, app: str, extra: tuple[tuple[str, str], ...] = ()
+               ) -> pd.DataFrame:
+    """The rows' Kafka records with the dead-letter headers added (a Python loop: these
+    are the rare rows)."""
+    records = sources.take(pa.array(rows.index.to_numpy(), pa.int64())).to_pydict()
     headers = []
-    for i, (partition, offset, timestamp, original) in enumerate(zip(
-            rows[PARTITION].to_numpy(), rows[OFFSET].to_numpy(), rows[TIMESTAMP].to_numpy(),
-            rows[HEADERS].to_numpy(), strict=True)):
+    for i in range(len(rows)):
         added = [("statewise.reason", reasons[i]), ("statewise.stage", stages[i]),
-                 ("statewise.app", app), ("statewise.source.topic", rows[TOPIC].iat[i]),
-                 ("statewise.source.partition", str(partition)),
-                 ("statewise.source.offset", str(offset)),
-                 ("statewise.source.timestamp", str(timestamp)), *extra]
+                 ("statewise.app", app), ("statewise.source.topic", records[TOPIC][i]),
+                 ("statewise.source.partition", records[PARTITION][i]),
+                 ("statewise.source.offset", records[OFFSET][i]),
+                 ("statewise.source.timestamp", records[TIMESTAMP][i]), *extra]
+        original = records[HEADERS][i]
         kept = [] if original is None else [
             {"key": h["key"], "value": h["value"]} for h in original]
         headers.append(kept + [{"key": k, "value": str(v).encode()} for k, v in added])
-    return pd.DataFrame({"topic": topic, "key": rows[KEY].to_numpy(),
-                         "value": rows[VALUE].to_numpy(), "headers": headers})
+    return pd.DataFrame({"topic": topic, "key": records[KEY], "value": records[VALUE],
+                         "headers": headers})
 
 
 def _utf8(values: pd.Series) -> list[bytes | None]:

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from shared.keyed.bucketed_call import CallResult
 from shared.keyed.bucketed_codec import header_from_state, load
+from shared.keyed.bucketed_packing import packer
 from shared.keyed.bucketed_processor import BucketedProcessor
 from shared.keyed.bucketed_spark import BucketedStatefulProcessor, InputLayout
 from shared.keyed.bucketed_spec import (
@@ -34,6 +36,7 @@ from shared.keyed.bucketed_spec import (
     CONTROL_PREFIX,
     DUE_COLUMN,
     EVENT_MS_COLUMN,
+    HEAVY_SOURCE_COLUMNS,
     IS_CONTROL_COLUMN,
     KEY_HASH_COLUMN,
     REJECT_COLUMN,
@@ -91,7 +94,9 @@ class BucketedHarness:
         frame = self._union(self._on_time(rows), control)
         for bucket, group in frame.groupby(BUCKET_COLUMN, sort=True):
             self.handle.key = (int(bucket),)
-            data, control_rows = runner.layout.split(group.reset_index(drop=True))
+            group = group.reset_index(drop=True)
+            data, control_rows, _ = runner.layout.split(
+                self._packed(group) if runner.layout.packed else group)
             outputs += self._collect(runner.call(int(bucket), data, control_rows,
                                                  self._timer_values()))
         outputs += self._fire_timers()
@@ -194,7 +199,24 @@ class BucketedHarness:
                           SOURCE_COLUMNS[2]: offsets, SOURCE_COLUMNS[3]: np.int64(0),
                           SOURCE_COLUMNS[4]: None, SOURCE_COLUMNS[5]: None,
                           SOURCE_COLUMNS[6]: None, REJECT_COLUMN: None})
+            # The single path hands the operator epoch ms, not the watermarked column.
+            rows = rows.drop(columns=[self.spec.event_time_column])
         return rows.assign(**added)
+
+    def _packed(self, group: pd.DataFrame) -> pd.DataFrame:
+        """A bucket's rows packed as Spark's single path packs them (bucketed_packing)."""
+        is_control = group[IS_CONTROL_COLUMN].to_numpy(dtype=bool)
+        layout = self._runner.layout
+        parts = [(group[~is_control], [*layout.data_columns, *HEAVY_SOURCE_COLUMNS], False),
+                 (group[is_control],
+                  [CONTROL_PREFIX + name for name in layout.control_columns], True)]
+        packed = []
+        for rows, columns, control in parts:
+            if len(rows):
+                table = pa.Table.from_pandas(rows[[*columns, BUCKET_COLUMN]],
+                                             preserve_index=False)
+                packed += [b.to_pandas() for b in packer(control)(iter(table.to_batches()))]
+        return pd.concat(packed, ignore_index=True)
 
     def _on_time(self, rows: pd.DataFrame) -> pd.DataFrame:
         if self.spec.time_mode != "EventTime" or self.operator_late:
@@ -215,14 +237,17 @@ class BucketedHarness:
             if rows is None:
                 raise ValueError("the first batch needs rows: they give the input's columns")
             control = self.spec.control
-            data = rows.drop(columns=[BUCKET_COLUMN, IS_CONTROL_COLUMN])
+            heavy = HEAVY_SOURCE_COLUMNS if self.operator_late else ()
+            data = rows.drop(columns=[BUCKET_COLUMN, IS_CONTROL_COLUMN, *heavy])
             layout = InputLayout(
                 bucket_count=self.buckets, data_columns=tuple(data.columns),
                 control_columns=() if control is None else tuple(control.schema.names),
                 output_columns=self._output_columns,
                 data_dtypes=_exact_dtypes(data),
                 control_dtypes=() if control is None else _exact_dtypes(
-                    control.schema.empty_table().to_pandas()))
+                    control.schema.empty_table().to_pandas()),
+                packed=self.operator_late,
+                source_columns=SOURCE_COLUMNS if self.operator_late else ())
             self._runner = BucketedStatefulProcessor(self._processor, layout)
             self._runner.decides_late = self.operator_late
             self._runner.init(self.handle)

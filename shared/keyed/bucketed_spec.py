@@ -32,6 +32,9 @@ REJECT_COLUMN = "keyed_reject"  # why the record was rejected upstream; null whe
 STAGE_COLUMN = "keyed_stage"  # where it was rejected (decode, quality)
 SOURCE_COLUMNS = ("keyed_src_topic", "keyed_src_partition", "keyed_src_offset",
                   "keyed_src_ts_ms", "keyed_src_key", "keyed_src_value", "keyed_src_headers")
+# Read only for the rows that leave as dead letters or late records: kept as Arrow.
+HEAVY_SOURCE_COLUMNS = tuple(c for c in SOURCE_COLUMNS
+                             if c not in ("keyed_src_partition", "keyed_src_offset"))
 
 _ORDERABLE = (pa.types.is_integer, pa.types.is_floating, pa.types.is_timestamp)
 
