@@ -96,6 +96,12 @@ class RunningApp:
             self.writer.sink.close()
 
 
+def worker_modules(app: AppDefinition) -> tuple[str, ...]:
+    """What the app's Python workers import: the module of its builder, which imports its
+    processors (the workers' daemon imports it before forking: shared/worker_daemon.py)."""
+    return (app.build.__module__,)
+
+
 def quality_gate(app: AppDefinition, settings: PlatformSettings):
     """A ``shared.quality.QualityGate`` for the app, or None when it declares no suite."""
     if app.quality_suite is None:
