@@ -65,10 +65,10 @@ def wait_for(path: Path, app: AppProcess, timeout_s: float, done: Callable[[dict
 
 
 def startup_marks(log: Path, started_at: float) -> dict:
-    """Seconds from the process start to two lines of the app's own log: the first one
-    of great_expectations (imported when the runner builds the quality gate, right after
-    the Spark session is up) and the runner's "running" line (the query started)."""
-    marks = {"session_up_s": "great_expectations", "query_start_returned_s": " running; "}
+    """Seconds from the process start to two lines of the app's own log: the runner's
+    "Spark session up" (JVM and SparkSession ready) and its "running" line (the query
+    started)."""
+    marks = {"session_up_s": ": Spark session up", "query_start_returned_s": " running; "}
     found: dict[str, float] = {}
     for line in log.read_text(errors="replace").splitlines():
         for name, text in marks.items():

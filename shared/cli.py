@@ -77,12 +77,16 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
         return _run_realtime(parser, app, settings, args.available_now)
 
     from shared.quality_sampling import start_quality_monitor
-    from shared.runner import run_until_stopped, start
-    from shared.spark import build_session
+    from shared.runner import run_until_stopped, start, worker_modules
+    from shared.spark import build_session, start_python_workers
     from shared.topics import admin_client, provision
 
     provision(admin_client(settings.bootstrap_servers), app.topics.all(), settings.topic_prefix)
-    spark = build_session(settings, f"statewise-{app.name}")
+    # The Python workers start while the driver plans the query, forked from a daemon
+    # that has imported the app's modules (docs/operations.md, "Restart time").
+    spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
+    log.info("%s: Spark session up", app.name)
+    start_python_workers(spark)
     _add_metrics_listener(spark, settings)
     running = start(spark, app, settings, available_now=args.available_now)
     monitor = None if args.available_now or app.quality_suite is None else \

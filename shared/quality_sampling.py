@@ -69,7 +69,8 @@ def start_quality_monitor(spark: SparkSession, app: AppDefinition, settings):
         return sample_input(spark, app, settings)
 
     return QualityMonitor(
-        sample=sample, suite=app.quality_suite(settings),
+        # Built on the first round, in the monitor's thread: not on the app's start path.
+        sample=sample, suite=lambda: app.quality_suite(settings),
         results_dir=Path(settings.metrics_dir) / "quality", name=app.name,
         interval_s=settings.quality_interval_s if app.quality_suite else 0,
     ).start()

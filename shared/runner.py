@@ -96,11 +96,21 @@ class RunningApp:
             self.writer.sink.close()
 
 
+def worker_modules(app: AppDefinition) -> tuple[str, ...]:
+    """What the app's Python workers import: the module of its builder, which imports its
+    processors (the workers' daemon imports it before forking: shared/worker_daemon.py)."""
+    return (app.build.__module__,)
+
+
 def quality_gate(app: AppDefinition, settings: PlatformSettings):
-    """A ``shared.quality.QualityGate`` for the app, or None when it declares no suite."""
+    """A ``shared.quality.QualityGate`` for the app, or None when it declares no suite.
+
+    The suite's translation comes from ``shared.quality.cache`` when this code has built
+    it for these settings before: a restart then imports no great-expectations."""
     if app.quality_suite is None:
         return None
     from shared.quality import EventTimeBound, QualityGate
+    from shared.quality.cache import compiled_suite
 
     bound = None
     if app.event_time_bounds is not None:
@@ -109,7 +119,8 @@ def quality_gate(app: AppDefinition, settings: PlatformSettings):
         # replayed batch judges each record exactly as the first run did.
         bound = EventTimeBound(column=EVENT_TIME, past=past, future=future,
                                reference_column=f"{SOURCE}.timestamp")
-    return QualityGate(app.quality_suite(settings), event_time=bound)
+    compiled = compiled_suite(app.name, repr(settings), lambda: app.quality_suite(settings))
+    return QualityGate.from_compiled(compiled, event_time=bound)
 
 
 def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *,

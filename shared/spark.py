@@ -8,15 +8,20 @@ format version. They are set here, for every app, before any checkpoint exists.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from shared.deploy import cluster_conf, executor_python
+from shared.deploy import cluster_conf, executor_python, is_local
 from shared.settings import REPO_ROOT, PlatformSettings
+from shared.worker_daemon import PRELOAD_ENV
+
+log = logging.getLogger(__name__)
 
 JARS_DIR = REPO_ROOT / ".cache" / "jars"
 LOG4J_CONFIG = REPO_ROOT / "deploy" / "spark" / "log4j2.properties"
@@ -38,8 +43,16 @@ ROCKSDB_CONF: dict[str, str] = {
     # Incremental checkpoints: each batch uploads a changelog, not a snapshot.
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
-    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "10",
-    "spark.sql.streaming.minBatchesToRetain": "100",
+    # A restart loads each partition's newest uploaded snapshot and replays the
+    # changelogs after it. A commit takes a local snapshot (flush, hard links) every 5
+    # versions; the maintenance thread uploads the newest one every 15 s (Spark: 10 and
+    # 60 s), so a kill leaves about 5 versions + 15 s of batches to replay, not 10 + 60 s.
+    # See docs/operations.md, "Restart time".
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "5",
+    "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
+    # Versions of state, offsets and commits kept (with the snapshot they need): enough
+    # to roll back a few dozen batches; nothing here reads older ones.
+    "spark.sql.streaming.minBatchesToRetain": "30",
 }
 
 
@@ -56,8 +69,25 @@ def connector_jars(jars_dir: Path = JARS_DIR) -> list[str]:
     return jars
 
 
-def session_conf(settings: PlatformSettings, app_name: str) -> dict[str, str]:
-    """Every Spark setting Statewise uses, as one plain mapping (printable, testable)."""
+def worker_conf(settings: PlatformSettings, preload: Sequence[str] = ()) -> dict[str, str]:
+    """Python workers forked from ``shared.worker_daemon``, which imports pandas, pyarrow,
+    pyspark's worker and ``preload`` (the app's modules) before it forks.
+
+    Local masters only: on a cluster the daemon starts before the code archive reaches
+    the executor's ``sys.path``, so ``python -m shared.worker_daemon`` could not import.
+    """
+    if not is_local(settings.spark_master):
+        return {}
+    conf = {"spark.python.daemon.module": "shared.worker_daemon"}
+    if preload:
+        conf[f"spark.executorEnv.{PRELOAD_ENV}"] = ",".join(preload)
+    return conf
+
+
+def session_conf(settings: PlatformSettings, app_name: str,
+                 preload: Sequence[str] = ()) -> dict[str, str]:
+    """Every Spark setting Statewise uses, as one plain mapping (printable, testable).
+    ``preload``: modules the Python workers' daemon imports before forking them."""
     conf = {
         "spark.app.name": app_name,
         "spark.master": settings.spark_master,
@@ -84,22 +114,48 @@ def session_conf(settings: PlatformSettings, app_name: str) -> dict[str, str]:
         # Nothing listens beyond loopback on a developer machine.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+    conf.update(worker_conf(settings, preload))
     conf.update(cluster_conf(settings))  # code archive, executors' Python (shared/deploy.py)
     return conf
 
 
 def build_session(settings: PlatformSettings, app_name: str,
-                  context_conf: Mapping[str, str] | None = None) -> SparkSession:
+                  context_conf: Mapping[str, str] | None = None,
+                  preload: Sequence[str] = ()) -> SparkSession:
     """Create (or return the running) SparkSession for ``app_name``. ``context_conf``:
-    settings a mode adds, read when the context starts (no effect on a running one)."""
+    settings a mode adds, read when the context starts (no effect on a running one);
+    ``preload``: modules the Python workers start with (see worker_conf)."""
     # Executors run the interpreter PYSPARK_PYTHON names when the context starts: the
     # venv's here (else transformWithState cannot import protobuf and pyarrow), or the
     # packed environment's on a cluster (shared/deploy.py).
     os.environ["PYSPARK_PYTHON"] = executor_python(settings)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder
-    for key, value in {**session_conf(settings, app_name), **(context_conf or {})}.items():
+    conf = {**session_conf(settings, app_name, preload), **(context_conf or {})}
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STATEWISE_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def start_python_workers(spark: SparkSession) -> threading.Thread:
+    """Start the executors' Python workers now, in the background, so that a query's first
+    batch finds them up: one trivial task per core, whose workers then wait idle in
+    Spark's pool (for a minute) and are reused by the query's Python tasks, which share
+    their daemon. Returns the thread running that job; a failure is only logged."""
+    context = spark.sparkContext
+
+    def run() -> None:
+        slots = context.defaultParallelism
+        try:
+            context.setJobDescription("statewise: start the Python workers")
+            # abs, a builtin: the task imports nothing of this project.
+            context.parallelize(range(slots), slots).map(abs).collect()
+        except Exception:  # noqa: BLE001 - a cold first batch, not a failure of the app
+            log.warning("could not start the Python workers ahead of the query",
+                        exc_info=True)
+
+    thread = threading.Thread(target=run, name="statewise-start-python-workers", daemon=True)
+    thread.start()
+    return thread

@@ -23,14 +23,23 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from great_expectations.core.expectation_suite import ExpectationSuite
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType, TimestampNTZType, TimestampType
 
-from shared.quality.translate import EventTimeBound, InlineTranslationError, RowRule, compile_suite
+from shared.quality.translate import (
+    CompiledSuite,
+    EventTimeBound,
+    InlineTranslationError,
+    RowRule,
+    compile_suite,
+)
+
+if TYPE_CHECKING:  # great-expectations takes seconds to import; a gate built from
+    # compiled rules (QualityGate.from_compiled) never imports it.
+    from great_expectations.core.expectation_suite import ExpectationSuite
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +92,26 @@ class QualityGate:
 
     def __init__(self, suite: ExpectationSuite, *, event_time: EventTimeBound | None = None,
                  reference_clock: Callable[[], datetime] | None = None) -> None:
-        compiled = compile_suite(suite)
-        self.suite_name = suite.name
+        self._setup(compile_suite(suite), event_time, reference_clock)
+
+    @classmethod
+    def from_compiled(cls, compiled: CompiledSuite, *, event_time: EventTimeBound | None = None,
+                      reference_clock: Callable[[], datetime] | None = None) -> QualityGate:
+        """The gate of an already translated suite (see ``shared.quality.cache``)."""
+        gate = cls.__new__(cls)
+        gate._setup(compiled, event_time, reference_clock)
+        return gate
+
+    def _setup(self, compiled: CompiledSuite, event_time: EventTimeBound | None,
+               reference_clock: Callable[[], datetime] | None) -> None:
+        self.suite_name = compiled.suite_name
         self.rules = compiled.rules
         self.skipped = compiled.skipped
         self.event_time = event_time
         self._reference_clock = reference_clock
         if self.skipped:
             log.info("quality gate %s: not row-level, left to the sampled validation: %s",
-                     suite.name, "; ".join(self.skipped))
+                     self.suite_name, "; ".join(self.skipped))
 
     @property
     def reasons(self) -> tuple[str, ...]:

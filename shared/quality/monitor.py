@@ -7,12 +7,14 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from great_expectations.core.expectation_suite import ExpectationSuite
 from pyspark.sql import DataFrame
 
 from shared.quality.sample import utc_now, validate_sample
+
+if TYPE_CHECKING:  # seconds to import: only the functions that validate import it
+    from great_expectations.core.expectation_suite import ExpectationSuite
 
 log = logging.getLogger(__name__)
 
@@ -22,13 +24,18 @@ Validate = Callable[..., dict[str, Any]]
 class QualityMonitor:
     """Calls ``sample()`` then ``validate_sample`` on a schedule; never raises into the app.
 
+    ``suite`` may be a function returning it: it is then called on the first round, in
+    the monitor's thread (building a suite imports great-expectations, seconds of CPU
+    that an app's start should not wait for).
+
     The first validation runs one interval after ``start()``. ``sample()`` may return None
     to skip a round (nothing to validate yet). ``wait(seconds) -> bool`` is the schedule
     (default: the stop event's wait, so ``stop()`` interrupts it); returning True ends the
     loop. Tests inject ``wait``, ``clock`` and ``validate``.
     """
 
-    def __init__(self, *, sample: Callable[[], DataFrame | None], suite: ExpectationSuite,
+    def __init__(self, *, sample: Callable[[], DataFrame | None],
+                 suite: ExpectationSuite | Callable[[], ExpectationSuite],
                  results_dir: Path, name: str, interval_s: float,
                  clock: Callable[[], datetime] = utc_now,
                  wait: Callable[[float], bool] | None = None,
@@ -80,6 +87,8 @@ class QualityMonitor:
             if sample is None:
                 log.debug("quality monitor %s: no sample this round", self.name)
                 return None
+            if callable(self._suite):
+                self._suite = self._suite()
             summary = self._validate(
                 sample, self._suite, self._results_dir, self.name, clock=self._clock)
             self.runs += 1

@@ -20,12 +20,14 @@ import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from great_expectations.core.expectation_suite import ExpectationSuite
 from pyspark.sql import DataFrame
 
 from shared.quality.naming import describe
+
+if TYPE_CHECKING:  # seconds to import: only the functions that validate import it
+    from great_expectations.core.expectation_suite import ExpectationSuite
 
 LATEST = "latest.json"
 DEFAULT_KEEP = 1000  # result files kept per name (~3.5 days at one every 5 minutes)

@@ -21,21 +21,18 @@ import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from great_expectations.core.expectation_suite import ExpectationSuite
-from great_expectations.expectations.expectation import (
-    ColumnMapExpectation,
-    ColumnPairMapExpectation,
-    Expectation,
-    MulticolumnMapExpectation,
-)
 from pyspark import SparkContext
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, CharType, DataType, StringType, VarcharType
 
 from shared.quality.naming import describe, format_duration
+
+if TYPE_CHECKING:  # imported by the functions that take a suite: seconds to import
+    from great_expectations.core.expectation_suite import ExpectationSuite
+    from great_expectations.expectations.expectation import Expectation
 
 Params = Mapping[str, Any]
 
@@ -145,8 +142,6 @@ WHOLE_BATCH_MAP_TYPES = frozenset({
     "expect_column_values_to_be_in_type_list",
 })
 
-_MAP_EXPECTATIONS = (ColumnMapExpectation, ColumnPairMapExpectation, MulticolumnMapExpectation)
-
 
 @dataclass(frozen=True)
 class RowRule:
@@ -166,6 +161,7 @@ class RowRule:
 class CompiledSuite:
     rules: tuple[RowRule, ...]
     skipped: tuple[str, ...]  # descriptions of expectations left to the full validation
+    suite_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -230,7 +226,14 @@ def compile_rule(expectation: Expectation) -> RowRule:
 
 
 def is_row_level(expectation: Expectation) -> bool:
-    return (isinstance(expectation, _MAP_EXPECTATIONS)
+    from great_expectations.expectations.expectation import (
+        ColumnMapExpectation,
+        ColumnPairMapExpectation,
+        MulticolumnMapExpectation,
+    )
+
+    map_types = (ColumnMapExpectation, ColumnPairMapExpectation, MulticolumnMapExpectation)
+    return (isinstance(expectation, map_types)
             and expectation.expectation_type not in WHOLE_BATCH_MAP_TYPES)
 
 
@@ -242,4 +245,4 @@ def compile_suite(suite: ExpectationSuite) -> CompiledSuite:
             rules.append(compile_rule(expectation))
         else:
             skipped.append(describe_expectation(expectation))
-    return CompiledSuite(rules=tuple(rules), skipped=tuple(skipped))
+    return CompiledSuite(rules=tuple(rules), skipped=tuple(skipped), suite_name=suite.name)

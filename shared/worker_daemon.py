@@ -1,0 +1,118 @@
+"""Spark's Python worker daemon, with the heavy modules imported once, before it forks.
+
+Spark starts one daemon per executor and Python environment (``python -m
+<spark.python.daemon.module>``) and forks a worker from it for each Python task slot.
+With ``pyspark.daemon`` every forked worker imports numpy, pyarrow, pandas, protobuf,
+pyspark's worker and the app's modules on its first task; here the daemon imports them
+first, so workers start with them in memory. Spark 4.3 reads the setting in every Python
+runner (``BasePythonRunner``): transformWithStateInPandas, mapInArrow and RDD functions.
+The one exception is transformWithState's driver-side schema call at query start, which
+Spark runs in a process of its own.
+
+Modules: :data:`BASE_MODULES`, then those named in the environment variable
+:data:`PRELOAD_ENV` (comma-separated; the runner names the app's modules there through
+``spark.executorEnv``). A module that fails to import is reported on stderr and left to
+the worker, which imports it again and fails as it would have.
+
+pyspark imports its worker only after the fork (SPARK-54456) because a process with
+threads cannot be forked safely: a child inherits the other threads' locks but not the
+threads. numpy and pyarrow start one each at import (OpenBLAS' pool; jemalloc's
+background purger, though pyarrow's default pool is mimalloc), so both are configured
+off before the imports. If any other thread runs after preloading, the daemon replaces
+itself with plain ``pyspark.daemon`` (same process, nothing written to the JVM yet):
+cold workers, but never a fork with threads.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from collections.abc import Mapping
+
+PRELOAD_ENV = "STATEWISE_WORKER_PRELOAD"
+
+# What a transformWithStateInPandas or Arrow worker imports on its first task.
+BASE_MODULES = (
+    "numpy",
+    "pyarrow",
+    "pandas",
+    "google.protobuf",
+    "pyspark.worker",
+    "pyspark.sql.pandas.serializers",
+    "pyspark.sql.pandas.types",
+    "pyspark.sql.streaming.stateful_processor",
+    "pyspark.sql.streaming.stateful_processor_api_client",
+    "pyspark.sql.streaming.stateful_processor_util",
+)
+
+# Thread pools that would otherwise start at import time. One BLAS thread per worker
+# is also what a few cores shared by several workers want.
+SINGLE_THREADED_ENV = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",
+}
+
+
+def preload_modules(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The base modules, then the ones :data:`PRELOAD_ENV` names, each once."""
+    extra = [name.strip() for name in environ.get(PRELOAD_ENV, "").split(",")]
+    return tuple(dict.fromkeys((*BASE_MODULES, *filter(None, extra))))
+
+
+def preload(names: tuple[str, ...]) -> dict[str, str]:
+    """Import ``names``; returns the failures (module -> error), never raises."""
+    failed = {}
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # noqa: BLE001 - the worker imports it again and reports
+            failed[name] = f"{type(error).__name__}: {error}"
+    return failed
+
+
+def other_threads() -> list[str]:
+    """Names of this process's threads besides the main one (Linux; else empty)."""
+    try:
+        tasks = [int(task) for task in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+    names = []
+    for task in tasks:
+        if task == os.getpid():
+            continue
+        try:
+            with open(f"/proc/self/task/{task}/comm", encoding="utf-8") as comm:
+                names.append(comm.read().strip())
+        except OSError:
+            continue  # ended meanwhile
+    return names
+
+
+def _say(message: str) -> None:
+    # stdout carries the daemon's port to the JVM: everything else goes to stderr.
+    print(f"statewise worker daemon: {message}", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    for key, value in SINGLE_THREADED_ENV.items():
+        os.environ.setdefault(key, value)
+    started = time.perf_counter()
+    names = preload_modules(os.environ)
+    failed = preload(names)
+    for name, error in failed.items():
+        _say(f"could not preload {name}: {error}")
+    threads = other_threads()
+    if threads:
+        _say(f"threads {threads} run after preloading; falling back to pyspark.daemon")
+        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+    _say(f"{len(names) - len(failed)} modules preloaded in "
+         f"{time.perf_counter() - started:.2f} s")
+    from pyspark.daemon import manager
+
+    manager()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+"""Spark forks the Python workers from shared.worker_daemon (spark.python.daemon.module)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.spark import start_python_workers
+
+pytestmark = pytest.mark.integration
+
+
+def test_workers_fork_from_the_preloading_daemon(spark):
+    start_python_workers(spark).join(timeout=120)
+    # A lambda travels by value: the worker needs nothing of this test module.
+    parents = spark.sparkContext.parallelize(range(2), 2).map(
+        lambda _: __import__("pathlib").Path(f"/proc/{__import__('os').getppid()}/cmdline")
+        .read_text()).collect()
+    assert all("shared.worker_daemon" in parent for parent in parents), parents
+    preloaded = spark.sparkContext.parallelize([0], 1).map(
+        lambda _: "pyarrow" in __import__("sys").modules).collect()
+    assert preloaded == [True]

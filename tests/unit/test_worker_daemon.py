@@ -1,0 +1,81 @@
+"""The Python workers' daemon: what it preloads, when it falls back, how sessions name it."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from apps.fraud.app import FRAUD_APP
+from shared.runner import worker_modules
+from shared.settings import PlatformSettings, from_env
+from shared.spark import session_conf, worker_conf
+from shared.worker_daemon import BASE_MODULES, PRELOAD_ENV, preload, preload_modules
+
+
+def test_preload_list_is_the_base_then_the_named_modules_once():
+    names = preload_modules({PRELOAD_ENV: " apps.fraud.app,,pandas ,apps.fraud.app"})
+    assert names == (*BASE_MODULES, "apps.fraud.app")
+    assert preload_modules({}) == BASE_MODULES
+
+
+def test_a_module_that_fails_to_import_is_reported_not_raised():
+    failed = preload(("json", "statewise_no_such_module"))
+    assert list(failed) == ["statewise_no_such_module"]
+    assert "ModuleNotFoundError" in failed["statewise_no_such_module"]
+
+
+def test_the_app_builder_module_is_what_workers_preload():
+    assert worker_modules(FRAUD_APP) == ("apps.fraud.app",)
+
+
+def test_local_sessions_fork_workers_from_the_preloading_daemon():
+    settings = from_env(PlatformSettings, environ={})
+    conf = session_conf(settings, "t", preload=("apps.fraud.app",))
+    assert conf["spark.python.daemon.module"] == "shared.worker_daemon"
+    assert conf[f"spark.executorEnv.{PRELOAD_ENV}"] == "apps.fraud.app"
+    assert f"spark.executorEnv.{PRELOAD_ENV}" not in session_conf(settings, "t")
+
+
+def test_cluster_sessions_keep_pyspark_daemon():
+    # The code archive reaches an executor's sys.path after its daemon has started.
+    settings = from_env(PlatformSettings, environ={}, spark_master="spark://127.0.0.1:7077")
+    assert worker_conf(settings, ("apps.fraud.app",)) == {}
+
+
+def _start_daemon(tmp_path: Path, preload_env: str) -> tuple[str, str]:
+    """Start the daemon as Spark does; (its command line once serving, its stderr)."""
+    env = {**os.environ, PRELOAD_ENV: preload_env,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    daemon = subprocess.Popen([sys.executable, "-m", "shared.worker_daemon", "pyspark.worker"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env)
+    try:
+        (port,) = struct.unpack("!i", daemon.stdout.read(4))  # what the JVM reads first
+        assert 0 < port < 65536
+        cmdline = Path(f"/proc/{daemon.pid}/cmdline").read_text().replace("\0", " ")
+    finally:
+        daemon.stdin.close()  # Spark's way of telling the daemon to exit
+        daemon.wait(timeout=30)
+    return cmdline, daemon.stderr.read().decode()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+def test_daemon_preloads_and_serves(tmp_path: Path):
+    cmdline, stderr = _start_daemon(tmp_path, "apps.fraud.app")
+    assert "shared.worker_daemon" in cmdline
+    assert f"{len(BASE_MODULES) + 1} modules preloaded" in stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+def test_daemon_with_a_thread_running_becomes_pyspark_daemon(tmp_path: Path):
+    (tmp_path / "starts_a_thread.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    cmdline, stderr = _start_daemon(tmp_path, "starts_a_thread")
+    assert "-m pyspark.daemon pyspark.worker" in cmdline
+    assert "falling back to pyspark.daemon" in stderr
