@@ -97,8 +97,12 @@ class RunningApp:
 
 
 def worker_modules(app: AppDefinition) -> tuple[str, ...]:
-    """What the app's Python workers import: the module of its builder, which imports its
-    processors (the workers' daemon imports it before forking: shared/worker_daemon.py)."""
+    """What the app's Python workers import: the module of its keyed processor's factory
+    or of its builder, which imports its processors, and the layer's operator modules
+    (the workers' daemon imports them before forking: shared/worker_daemon.py)."""
+    if app.keyed is not None:
+        return (app.keyed.processor.__module__, "shared.keyed.bucketed_spark",
+                "shared.json_encode")
     return (app.build.__module__,)
 
 
