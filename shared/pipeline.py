@@ -89,7 +89,11 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
                    source["topic"], source["partition"], source["offset"],
                    F.unix_millis(source["timestamp"]), source["key"], source["value"],
                    F.when(F.size(headers) > 0, headers)), strict=True)]]
-    rows = staged.withWatermark(EVENT_TIME, lateness).select(*columns)
+    # A rejected record's event time must not move the watermark (one dated 2125 would
+    # make every later record late), and its reason is computed already: read it.
+    valid_time = F.when(F.col(_REASON).isNull(), F.col(EVENT_TIME))
+    rows = (staged.withColumn(EVENT_TIME, valid_time)
+            .withWatermark(EVENT_TIME, lateness).select(*columns))
     envelopes = apply_bucketed(
         rows, keyed.processor(settings), buckets=keyed.buckets(settings), control=control,
         envelopes=envelope_spec(app, settings, lateness))

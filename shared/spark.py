@@ -106,6 +106,10 @@ def session_conf(settings: PlatformSettings, app_name: str,
         "spark.redaction.regex": "(?i)secret|password|token|sasl|jaas|ssl\\..*\\.location",
         "spark.sql.streaming.metricsEnabled": "true",
         # FAIR: the scheduled quality validation runs in its own pool beside batches.
+        # pyspark starts a separate worker daemon for each distinct worker environment; with
+        # simplified tracebacks on, mapInArrow workers (row packing, the sink) get an
+        # environment of their own and so a second daemon, cold, beside the operator's.
+        "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
         "spark.scheduler.mode": "FAIR",
         **CHECKPOINT_FIXED_CONF,
         **ROCKSDB_CONF,
