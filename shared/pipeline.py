@@ -29,6 +29,7 @@ from shared.kafka_io import (
     DECODE_REASON,
     EVENT_TIME,
     SOURCE,
+    client_properties,
     dead_letter_envelopes,
     json_envelopes,
     parse,
@@ -36,7 +37,13 @@ from shared.kafka_io import (
 )
 from shared.keyed.bucketed import apply_bucketed
 from shared.keyed.bucketed_envelopes import EnvelopeSpec, Route
-from shared.keyed.bucketed_spec import REJECT_COLUMN, SOURCE_COLUMNS, STAGE_COLUMN
+from shared.keyed.bucketed_spec import (
+    REJECT_COLUMN,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_RECORD,
+    STAGE_COLUMN,
+)
 from shared.settings import PlatformSettings
 from shared.sink.task import WRITER_COLUMN
 
@@ -82,13 +89,12 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
     if not lateness:
         raise ValueError(f"app {app.name!r}: a keyed operator needs an allowed lateness")
     source = F.col(SOURCE)
-    headers = source["headers"]
+    rejected = F.col(_REASON).isNotNull()
     columns = [*[F.col(c) for c in keyed.input_columns],
                F.col(_REASON).alias(REJECT_COLUMN), F.col(_STAGE).alias(STAGE_COLUMN),
-               *[value.alias(name) for name, value in zip(SOURCE_COLUMNS, (
-                   source["topic"], source["partition"], source["offset"],
-                   F.unix_millis(source["timestamp"]), source["key"], source["value"],
-                   F.when(F.size(headers) > 0, headers)), strict=True)]]
+               source["partition"].alias(SOURCE_PARTITION),
+               source["offset"].alias(SOURCE_OFFSET),
+               F.when(rejected, _original_record(source)).alias(SOURCE_RECORD)]
     # A rejected record's event time must not move the watermark (one dated 2125 would
     # make every later record late), and its reason is computed already: read it.
     valid_time = F.when(F.col(_REASON).isNull(), F.col(EVENT_TIME))
@@ -103,6 +109,17 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
             .withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp")))
 
 
+def _original_record(source: Column) -> Column:
+    """A rejected record's original as JSON (binary fields base64): it travels to the
+    operator on the rejected rows only, which send it on to the dead-letter topic."""
+    headers = F.transform(source["headers"], lambda h: F.struct(
+        h["key"].alias("key"), F.base64(h["value"]).alias("value")))
+    return F.to_json(F.struct(
+        source["topic"].alias("topic"), F.unix_millis(source["timestamp"]).alias("timestamp_ms"),
+        F.base64(source["key"]).alias("key"), F.base64(source["value"]).alias("value"),
+        headers.alias("headers")))
+
+
 def envelope_spec(app: AppDefinition, settings: PlatformSettings, lateness: str
                   ) -> EnvelopeSpec:
     keyed, prefix = app.keyed, settings.topic_prefix
@@ -114,7 +131,10 @@ def envelope_spec(app: AppDefinition, settings: PlatformSettings, lateness: str
         route_column=keyed.route_column,
         dead_letter_topic=app.topics.dead_letter.qualified(prefix),
         late_topic=app.topics.late.qualified(prefix),
-        late_reason=f"event time at or behind the watermark (allowed lateness {lateness})")
+        late_reason=f"event time at or behind the watermark (allowed lateness {lateness})",
+        input_topic=app.input_topic.qualified(prefix),
+        client_config={"bootstrap.servers": settings.bootstrap_servers,
+                       **client_properties(settings)})
 
 
 def kept(staged: DataFrame, condition: Column) -> DataFrame:

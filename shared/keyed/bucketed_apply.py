@@ -29,19 +29,19 @@ from pyspark.sql.types import (
 
 from shared.keyed.apply import _has_watermark, _spark_duration
 from shared.keyed.bucketed_envelopes import ENVELOPE_SCHEMA, EnvelopeSpec
-from shared.keyed.bucketed_packing import PACKED_SCHEMA, packer
 from shared.keyed.bucketed_processor import BucketedProcessor
 from shared.keyed.bucketed_spark import BucketedStatefulProcessor, InputLayout
 from shared.keyed.bucketed_spec import (
     BUCKET_COLUMN,
     CONTROL_PREFIX,
     EVENT_MS_COLUMN,
-    HEAVY_SOURCE_COLUMNS,
     IS_CONTROL_COLUMN,
     KEY_HASH_COLUMN,
     REJECT_COLUMN,
     RESERVED_PREFIX,
     SOURCE_COLUMNS,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
     STAGE_COLUMN,
     BucketedSpec,
     BucketedSpecError,
@@ -99,26 +99,19 @@ def apply_bucketed(
     stream = stream.withColumn(KEY_HASH_COLUMN, _key_hash(spec, envelopes is not None))
     stream = stream.withColumn(BUCKET_COLUMN, F.pmod(F.col(KEY_HASH_COLUMN), F.lit(buckets)))
     data_schema = stream.drop(BUCKET_COLUMN).schema
-    if envelopes is not None:
-        stream = stream.mapInArrow(packer(control=False), PACKED_SCHEMA)
     control_schema = None
     if control is not None:
         if spec.control is None:
             raise BucketedSpecError("a control stream was given but the spec declares none")
         broadcast = broadcast_control(control, spec.control, buckets)
         control_schema = control.select(*spec.control.schema.names).schema
-        if envelopes is not None:
-            stream = stream.union(broadcast.drop(IS_CONTROL_COLUMN).mapInArrow(
-                packer(control=True), PACKED_SCHEMA))
-        else:
-            stream = stream.withColumn(IS_CONTROL_COLUMN, F.lit(False)).unionByName(
-                broadcast, allowMissingColumns=True)
+        stream = stream.withColumn(IS_CONTROL_COLUMN, F.lit(False)).unionByName(
+            broadcast, allowMissingColumns=True)
     if envelopes is not None:
         output_schema = ENVELOPE_SCHEMA
     elif output_schema is None:
         raise BucketedSpecError("typed outputs need an output_schema")
-    layout = _layout(data_schema, control_schema, output_schema, buckets,
-                     packed=envelopes is not None)
+    layout = _layout(data_schema, control_schema, output_schema, buckets)
     return stream.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
         BucketedStatefulProcessor(processor, layout, envelopes), output_schema, output_mode,
         spec.time_mode)
@@ -130,7 +123,7 @@ def _key_hash(spec: BucketedSpec, envelopes: bool) -> Column:
     hashed = F.xxhash64(*[F.col(c) for c in spec.key_columns])
     if not envelopes:
         return hashed
-    coordinates = F.xxhash64(F.col(SOURCE_COLUMNS[1]), F.col(SOURCE_COLUMNS[2]))
+    coordinates = F.xxhash64(F.col(SOURCE_PARTITION), F.col(SOURCE_OFFSET))
     return F.when(F.col(REJECT_COLUMN).isNull(), hashed).otherwise(coordinates)
 
 
@@ -176,16 +169,13 @@ def _check_input(df: DataFrame, spec: BucketedSpec, buckets: int,
 
 
 def _layout(data: StructType, control: StructType | None, output: StructType,
-            buckets: int, packed: bool = False) -> InputLayout:
-    """Packed rows keep their Kafka records as Arrow; the rest becomes pandas."""
-    heavy = set(HEAVY_SOURCE_COLUMNS) if packed else set()
+            buckets: int) -> InputLayout:
     return InputLayout(
-        bucket_count=buckets, data_columns=tuple(n for n in data.names if n not in heavy),
+        bucket_count=buckets, data_columns=tuple(data.names),
         control_columns=() if control is None else tuple(control.names),
         output_columns=tuple(output.names),
-        data_dtypes=tuple((n, d) for n, d in _exact_dtypes(data) if n not in heavy),
-        control_dtypes=() if control is None else _exact_dtypes(control),
-        packed=packed, source_columns=SOURCE_COLUMNS if packed else ())
+        data_dtypes=_exact_dtypes(data),
+        control_dtypes=() if control is None else _exact_dtypes(control))
 
 
 def _exact_dtypes(schema: StructType) -> tuple[tuple[str, str], ...]:

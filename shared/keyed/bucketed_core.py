@@ -41,7 +41,8 @@ from shared.keyed.bucketed_spec import (
     EVENT_MS_COLUMN,
     KEY_HASH_COLUMN,
     LAST_EVENT_MS,
-    SOURCE_COLUMNS,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
     BucketedSpec,
     BucketedSpecError,
     ControlSpec,
@@ -182,8 +183,8 @@ def sort_rows(rows: pd.DataFrame, spec: BucketedSpec) -> pd.DataFrame:
     rows without them, every other sortable column: Spark does not promise an order
     within a group, and replays must compute the same (float) results. Integers only:
     keys by their hash, the rare hash collision broken by the key itself."""
-    if KEY_HASH_COLUMN in rows.columns and SOURCE_COLUMNS[2] in rows.columns:
-        order = np.lexsort((rows[SOURCE_COLUMNS[2]].to_numpy(), rows[SOURCE_COLUMNS[1]].to_numpy(),
+    if KEY_HASH_COLUMN in rows.columns and SOURCE_OFFSET in rows.columns:
+        order = np.lexsort((rows[SOURCE_OFFSET].to_numpy(), rows[SOURCE_PARTITION].to_numpy(),
                             rows[EVENT_MS_COLUMN].to_numpy(), rows[KEY_HASH_COLUMN].to_numpy()))
         ordered = rows.take(order).reset_index(drop=True)
         if not _hash_collision(ordered, spec):

@@ -9,16 +9,19 @@ sink input, ``topic, key, value, headers``:
 - dead letters (records rejected upstream by decoding or the quality gate, and keyless
   ones) and late records, each the original Kafka record unchanged, with headers naming
   the reason, the stage, the app and the source topic, partition, offset and timestamp
-  (the convention of shared/kafka_io.py's ``dead_letter_envelopes``).
+  (the convention of shared/kafka_io.py's ``dead_letter_envelopes``). A rejected record
+  arrives with its original (``SOURCE_RECORD``); a late one is read back from Kafka by
+  its coordinates (shared/kafka_records.py).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -28,7 +31,13 @@ from pyspark.sql.types import (
 )
 
 from shared.json_encode import json_objects
-from shared.keyed.bucketed_spec import SOURCE_COLUMNS, STAGE_COLUMN
+from shared.kafka_records import Original, reader
+from shared.keyed.bucketed_spec import (
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_RECORD,
+    STAGE_COLUMN,
+)
 
 ENVELOPE_SCHEMA = StructType([
     StructField("topic", StringType(), False),
@@ -39,7 +48,6 @@ ENVELOPE_SCHEMA = StructType([
         True),
 ])
 ENVELOPE_COLUMNS = tuple(ENVELOPE_SCHEMA.names)
-TOPIC, PARTITION, OFFSET, TIMESTAMP, KEY, VALUE, HEADERS = SOURCE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,8 @@ class EnvelopeSpec:
     dead_letter_topic: str
     late_topic: str
     late_reason: str
+    input_topic: str  # where late records are read back from
+    client_config: dict[str, str]  # Kafka client settings (bootstrap, security) for that
     route_column: str | None = None
     default_route: str = field(init=False)
 
@@ -91,40 +101,53 @@ class EnvelopeSpec:
                 "headers": None}))
         return _rows(parts)
 
-    def dead_letters(self, rows: pd.DataFrame, reasons: np.ndarray, sources: pa.Table
-                     ) -> pd.DataFrame:
-        """Rejected records, unchanged, to the dead-letter topic with their reasons.
-        ``rows`` are numbered by their place in ``sources`` (their Kafka records)."""
-        return _originals(rows, sources, self.dead_letter_topic, reasons,
+    def dead_letters(self, rows: pd.DataFrame, reasons: np.ndarray) -> pd.DataFrame:
+        """Rejected records, unchanged, to the dead-letter topic with their reasons."""
+        originals = [_original(text) for text in rows[SOURCE_RECORD].to_numpy()]
+        topics = [json.loads(text)["topic"] for text in rows[SOURCE_RECORD].to_numpy()]
+        return _originals(rows, originals, topics, self.dead_letter_topic, reasons,
                           rows[STAGE_COLUMN].fillna("operator").to_numpy(), self.app)
 
-    def late(self, rows: pd.DataFrame, watermark_ms: int, sources: pa.Table) -> pd.DataFrame:
+    def late(self, rows: pd.DataFrame, watermark_ms: int) -> pd.DataFrame:
         """Records at or behind the watermark, unchanged, to the late topic."""
+        originals = reader(self.client_config).read(
+            self.input_topic, rows[SOURCE_PARTITION].to_numpy(), rows[SOURCE_OFFSET].to_numpy())
         reasons = np.full(len(rows), self.late_reason, dtype=object)
         stages = np.full(len(rows), "late", dtype=object)
-        return _originals(rows, sources, self.late_topic, reasons, stages, self.app,
+        return _originals(rows, originals, [self.input_topic] * len(rows), self.late_topic,
+                          reasons, stages, self.app,
                           extra=(("statewise.watermark", str(watermark_ms)),))
 
 
-def _originals(rows: pd.DataFrame, sources: pa.Table, topic: str, reasons: np.ndarray,
-               stages: np.ndarray, app: str, extra: tuple[tuple[str, str], ...] = ()
-               ) -> pd.DataFrame:
-    """The rows' Kafka records with the dead-letter headers added (a Python loop: these
-    are the rare rows)."""
-    records = sources.take(pa.array(rows.index.to_numpy(), pa.int64())).to_pydict()
+def _original(text: str) -> Original:
+    """A rejected record's original, as the pipeline wrote it (binary fields base64)."""
+    record = json.loads(text)
+    return Original(
+        key=_bytes(record.get("key")), value=_bytes(record.get("value")),
+        headers=[(h["key"], _bytes(h.get("value"))) for h in record.get("headers") or []],
+        timestamp_ms=record["timestamp_ms"])
+
+
+def _bytes(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _originals(rows: pd.DataFrame, originals: list[Original], topics: list[str],
+               topic: str, reasons: np.ndarray, stages: np.ndarray, app: str,
+               extra: tuple[tuple[str, str], ...] = ()) -> pd.DataFrame:
+    """The records with the dead-letter headers added (a Python loop: the rare rows)."""
     headers = []
-    for i in range(len(rows)):
+    partitions, offsets = rows[SOURCE_PARTITION].to_numpy(), rows[SOURCE_OFFSET].to_numpy()
+    for i, original in enumerate(originals):
         added = [("statewise.reason", reasons[i]), ("statewise.stage", stages[i]),
-                 ("statewise.app", app), ("statewise.source.topic", records[TOPIC][i]),
-                 ("statewise.source.partition", records[PARTITION][i]),
-                 ("statewise.source.offset", records[OFFSET][i]),
-                 ("statewise.source.timestamp", records[TIMESTAMP][i]), *extra]
-        original = records[HEADERS][i]
-        kept = [] if original is None else [
-            {"key": h["key"], "value": h["value"]} for h in original]
+                 ("statewise.app", app), ("statewise.source.topic", topics[i]),
+                 ("statewise.source.partition", int(partitions[i])),
+                 ("statewise.source.offset", int(offsets[i])),
+                 ("statewise.source.timestamp", original.timestamp_ms), *extra]
+        kept = [{"key": k, "value": v} for k, v in original.headers]
         headers.append(kept + [{"key": k, "value": str(v).encode()} for k, v in added])
-    return pd.DataFrame({"topic": topic, "key": records[KEY], "value": records[VALUE],
-                         "headers": headers})
+    return pd.DataFrame({"topic": topic, "key": [o.key for o in originals],
+                         "value": [o.value for o in originals], "headers": headers})
 
 
 def _utf8(values: pd.Series) -> list[bytes | None]:

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from shared.keyed.bucketed_call import CallResult
 from shared.keyed.bucketed_codec import header_from_state, load
-from shared.keyed.bucketed_packing import packer
 from shared.keyed.bucketed_processor import BucketedProcessor
 from shared.keyed.bucketed_spark import BucketedStatefulProcessor, InputLayout
 from shared.keyed.bucketed_spec import (
@@ -36,11 +34,12 @@ from shared.keyed.bucketed_spec import (
     CONTROL_PREFIX,
     DUE_COLUMN,
     EVENT_MS_COLUMN,
-    HEAVY_SOURCE_COLUMNS,
     IS_CONTROL_COLUMN,
     KEY_HASH_COLUMN,
     REJECT_COLUMN,
-    SOURCE_COLUMNS,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_RECORD,
 )
 from shared.keyed.bucketed_store import Header, compact
 from shared.keyed.bucketed_tables import (
@@ -94,9 +93,7 @@ class BucketedHarness:
         frame = self._union(self._on_time(rows), control)
         for bucket, group in frame.groupby(BUCKET_COLUMN, sort=True):
             self.handle.key = (int(bucket),)
-            group = group.reset_index(drop=True)
-            data, control_rows, _ = runner.layout.split(
-                self._packed(group) if runner.layout.packed else group)
+            data, control_rows = runner.layout.split(group.reset_index(drop=True))
             outputs += self._collect(runner.call(int(bucket), data, control_rows,
                                                  self._timer_values()))
         outputs += self._fire_timers()
@@ -115,7 +112,7 @@ class BucketedHarness:
         operator sent to the late topic."""
         if not len(self.late):
             return []
-        return sorted(int(o) for o in self.late[SOURCE_COLUMNS[2]])
+        return sorted(int(o) for o in self.late[SOURCE_OFFSET])
 
     def advance_watermark(self, to_ms: int) -> pd.DataFrame:
         """A no-data batch at watermark ``to_ms`` (as if other partitions moved it)."""
@@ -195,28 +192,11 @@ class BucketedHarness:
                  BUCKET_COLUMN: (hashes.view(np.uint64) % np.uint64(self.buckets)).astype(
                      "int64")}
         if self.operator_late:
-            added.update({SOURCE_COLUMNS[0]: "input", SOURCE_COLUMNS[1]: np.int32(0),
-                          SOURCE_COLUMNS[2]: offsets, SOURCE_COLUMNS[3]: np.int64(0),
-                          SOURCE_COLUMNS[4]: None, SOURCE_COLUMNS[5]: None,
-                          SOURCE_COLUMNS[6]: None, REJECT_COLUMN: None})
+            added.update({SOURCE_PARTITION: np.int32(0), SOURCE_OFFSET: offsets,
+                          SOURCE_RECORD: None, REJECT_COLUMN: None})
             # The single path hands the operator epoch ms, not the watermarked column.
             rows = rows.drop(columns=[self.spec.event_time_column])
         return rows.assign(**added)
-
-    def _packed(self, group: pd.DataFrame) -> pd.DataFrame:
-        """A bucket's rows packed as Spark's single path packs them (bucketed_packing)."""
-        is_control = group[IS_CONTROL_COLUMN].to_numpy(dtype=bool)
-        layout = self._runner.layout
-        parts = [(group[~is_control], [*layout.data_columns, *HEAVY_SOURCE_COLUMNS], False),
-                 (group[is_control],
-                  [CONTROL_PREFIX + name for name in layout.control_columns], True)]
-        packed = []
-        for rows, columns, control in parts:
-            if len(rows):
-                table = pa.Table.from_pandas(rows[[*columns, BUCKET_COLUMN]],
-                                             preserve_index=False)
-                packed += [b.to_pandas() for b in packer(control)(iter(table.to_batches()))]
-        return pd.concat(packed, ignore_index=True)
 
     def _on_time(self, rows: pd.DataFrame) -> pd.DataFrame:
         if self.spec.time_mode != "EventTime" or self.operator_late:
@@ -237,17 +217,14 @@ class BucketedHarness:
             if rows is None:
                 raise ValueError("the first batch needs rows: they give the input's columns")
             control = self.spec.control
-            heavy = HEAVY_SOURCE_COLUMNS if self.operator_late else ()
-            data = rows.drop(columns=[BUCKET_COLUMN, IS_CONTROL_COLUMN, *heavy])
+            data = rows.drop(columns=[BUCKET_COLUMN, IS_CONTROL_COLUMN])
             layout = InputLayout(
                 bucket_count=self.buckets, data_columns=tuple(data.columns),
                 control_columns=() if control is None else tuple(control.schema.names),
                 output_columns=self._output_columns,
                 data_dtypes=_exact_dtypes(data),
                 control_dtypes=() if control is None else _exact_dtypes(
-                    control.schema.empty_table().to_pandas()),
-                packed=self.operator_late,
-                source_columns=SOURCE_COLUMNS if self.operator_late else ())
+                    control.schema.empty_table().to_pandas()))
             self._runner = BucketedStatefulProcessor(self._processor, layout)
             self._runner.decides_late = self.operator_late
             self._runner.init(self.handle)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
     StatefulProcessor,
@@ -37,7 +36,6 @@ from shared.keyed.bucketed_codec import (
 )
 from shared.keyed.bucketed_core import BatchClock
 from shared.keyed.bucketed_envelopes import EnvelopeSpec, envelope_rows
-from shared.keyed.bucketed_packing import BLOB, CONTROL_FLAG, to_pandas, unpack
 from shared.keyed.bucketed_processor import BucketedProcessor
 from shared.keyed.bucketed_spec import (
     CONTROL_PREFIX,
@@ -76,16 +74,9 @@ class InputLayout:
     output_columns: tuple[str, ...] = ()
     data_dtypes: tuple[tuple[str, str], ...] = ()
     control_dtypes: tuple[tuple[str, str], ...] = ()
-    packed: bool = False  # rows come packed per bucket (bucketed_packing)
-    source_columns: tuple[str, ...] = ()  # kept as Arrow: the rows' Kafka records
 
-    def split(self, frame: pd.DataFrame
-              ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pa.Table | None]:
-        """(data rows, control rows or None, the data rows' Kafka records as Arrow or
-        None) with the app's column names; data rows are numbered 0..n-1, the Kafka
-        records in the same order."""
-        if self.packed:
-            return self._unpacked(frame)
+    def split(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        """(data rows, control rows or None) with the app's column names."""
         if not self.control_columns:
             return frame[list(self.data_columns)], None
         is_control = frame[IS_CONTROL_COLUMN].to_numpy(dtype=bool)
@@ -96,24 +87,7 @@ class InputLayout:
             control = frame.loc[is_control, prefixed].rename(
                 columns=dict(zip(prefixed, self.control_columns, strict=True)))
             control = exact_dtypes(control.reset_index(drop=True), self.control_dtypes)
-        return data.reset_index(drop=True), control, None
-
-    def _unpacked(self, frame: pd.DataFrame
-                  ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pa.Table | None]:
-        is_control = frame[CONTROL_FLAG].to_numpy(dtype=bool)
-        blobs = frame[BLOB].to_numpy()
-        rows = unpack(blobs[~is_control])
-        data = sources = control = None
-        if rows is not None:
-            data = to_pandas(rows, self.data_columns)
-            sources = rows.select(list(self.source_columns))
-        records = unpack(blobs[is_control])
-        if records is not None:
-            prefixed = [CONTROL_PREFIX + name for name in self.control_columns]
-            control = to_pandas(records, tuple(prefixed)).rename(
-                columns=dict(zip(prefixed, self.control_columns, strict=True)))
-            control = exact_dtypes(control, self.control_dtypes)
-        return data, control, sources
+        return data.reset_index(drop=True), control
 
     def shape_outputs(self, outputs: pd.DataFrame) -> pd.DataFrame:
         missing = [c for c in self.output_columns if c not in outputs.columns]
@@ -144,16 +118,15 @@ class BucketedStatefulProcessor(StatefulProcessor):
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         frames = list(rows)
         frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        data, control_rows, sources = self.layout.split(frame)
-        return self._emit(self.call(int(key[0]), data, control_rows, timerValues), sources)
+        data, control_rows = self.layout.split(frame)
+        return self._emit(self.call(int(key[0]), data, control_rows, timerValues))
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[pd.DataFrame]:
         # Spark passes the key as a Row here (a tuple to handleInputRows); it deletes the
         # fired timer after this call, so the header forgets it.
         fired_ms = expiredTimerInfo.getExpiryTimeInMs()
-        return self._emit(self.call(int(tuple(key)[0]), None, None, timerValues, fired_ms),
-                          None)
+        return self._emit(self.call(int(tuple(key)[0]), None, None, timerValues, fired_ms))
 
     def close(self) -> None:
         pass
@@ -208,8 +181,7 @@ class BucketedStatefulProcessor(StatefulProcessor):
         if result.control is not None and self._control is not None and self.spec.control:
             self._control.update(control_to_state(result.control, self.spec.control.schema))
 
-    def _emit(self, result: CallResult | None, sources: pa.Table | None
-              ) -> Iterator[pd.DataFrame]:
+    def _emit(self, result: CallResult | None) -> Iterator[pd.DataFrame]:
         if result is None:
             return iter(())
         screened, envelopes = result.screened, self.envelopes
@@ -220,8 +192,8 @@ class BucketedStatefulProcessor(StatefulProcessor):
         parts = [None if result.outputs is None else envelopes.outputs(result.outputs)]
         if screened.rejected is not None:
             parts.append(envelopes.dead_letters(
-                screened.rejected, screened.rejected[REJECT_COLUMN].to_numpy(), sources))
+                screened.rejected, screened.rejected[REJECT_COLUMN].to_numpy()))
         if screened.late is not None:
-            parts.append(envelopes.late(screened.late, screened.late_after_ms, sources))
+            parts.append(envelopes.late(screened.late, screened.late_after_ms))
         rows = envelope_rows(*parts)
         return iter(()) if rows is None else iter([rows])

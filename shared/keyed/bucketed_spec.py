@@ -27,14 +27,15 @@ LAST_EVENT_MS = "last_event_ms"  # per key, in the stored key table
 KEY_HASH_COLUMN = "keyed_hash"  # xxhash64 of the key columns (Spark) or a pandas hash
 DUE_COLUMN = "keyed_due_ms"  # per stored key: when the key must be seen again (wake, expiry)
 # The pipeline's single path (shared/pipeline.py) hands the operator every input record,
-# rejected and late ones too, with the Kafka record it came from.
+# rejected and late ones too, with where it came from: every extra column costs on every
+# row (pyspark walks transformWithStateInPandas input row by row), so only a rejected
+# record carries its original bytes (JSON, ``SOURCE_RECORD``); a late one is read back
+# from Kafka by its coordinates (shared/kafka_records.py).
 REJECT_COLUMN = "keyed_reject"  # why the record was rejected upstream; null when valid
 STAGE_COLUMN = "keyed_stage"  # where it was rejected (decode, quality)
-SOURCE_COLUMNS = ("keyed_src_topic", "keyed_src_partition", "keyed_src_offset",
-                  "keyed_src_ts_ms", "keyed_src_key", "keyed_src_value", "keyed_src_headers")
-# Read only for the rows that leave as dead letters or late records: kept as Arrow.
-HEAVY_SOURCE_COLUMNS = tuple(c for c in SOURCE_COLUMNS
-                             if c not in ("keyed_src_partition", "keyed_src_offset"))
+SOURCE_PARTITION, SOURCE_OFFSET = "keyed_src_partition", "keyed_src_offset"
+SOURCE_RECORD = "keyed_src_record"  # {topic, timestamp_ms, key, value, headers}, rejects only
+SOURCE_COLUMNS = (SOURCE_PARTITION, SOURCE_OFFSET, SOURCE_RECORD)
 
 _ORDERABLE = (pa.types.is_integer, pa.types.is_floating, pa.types.is_timestamp)
 
