@@ -119,7 +119,7 @@ def _decode(kind: str, row, spec: BucketedSpec):
                    else decode_frame(bytes(row.history_ipc), history_schema))
     if kind == "cold":
         keys = decode_frame(bytes(row.keys_ipc), cold_key_schema(spec))
-        return ColdSegment.of(keys, history, spec)
+        return ColdSegment.stored(keys, history, spec)
     key_columns = list(spec.key_columns)
     keys = decode_frame(bytes(row.keys_ipc), hot_key_schema(spec)).set_index(key_columns)
     tombs = (HotSegment.empty(spec).tombs if row.tombs_ipc is None else

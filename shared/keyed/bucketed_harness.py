@@ -28,6 +28,7 @@ from pyspark.sql.streaming.stateful_processor import TimerValues
 from shared.keyed.bucketed_call import CallResult
 from shared.keyed.bucketed_codec import header_from_state, load
 from shared.keyed.bucketed_processor import BucketedProcessor
+from shared.keyed.bucketed_segments import HISTORY_N
 from shared.keyed.bucketed_spark import BucketedStatefulProcessor, InputLayout
 from shared.keyed.bucketed_spec import (
     BUCKET_COLUMN,
@@ -136,7 +137,7 @@ class BucketedHarness:
             loaded = load(header, self.spec, self._getter(HOT_STATE, bucket),
                           self._getter(COLD_STATE, bucket))
             cold = compact(loaded.cold, loaded.hot, self.spec)
-            keys = cold.keys.drop(columns=[KEY_HASH_COLUMN, DUE_COLUMN]).set_index(
+            keys = cold.keys.drop(columns=[KEY_HASH_COLUMN, DUE_COLUMN, HISTORY_N]).set_index(
                 list(self.spec.key_columns)).sort_index()
             buckets[bucket] = StoredBucket(keys=keys, history=cold.history,
                                            expiry_timer_ms=header.timer_ms,

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from shared.keyed.bucketed_codec import header_from_state, load
+from shared.keyed.bucketed_segments import HISTORY_N
 from shared.keyed.bucketed_spec import BUCKET_COLUMN, DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
 from shared.keyed.bucketed_store import compact
 from shared.keyed.bucketed_tables import (
@@ -49,7 +50,7 @@ def read_bucket_keys(spark: SparkSession, checkpoint: str | Path, spec: Bucketed
         loaded = load(header, spec, lambda b=bucket: values[HOT_STATE].get(b),
                       lambda b=bucket: values[COLD_STATE].get(b))
         keys = compact(loaded.cold, loaded.hot, spec).keys.drop(
-            columns=[KEY_HASH_COLUMN, DUE_COLUMN])
+            columns=[KEY_HASH_COLUMN, DUE_COLUMN, HISTORY_N])
         if len(keys):
             frames.append(keys.assign(bucket=bucket))
     if not frames:

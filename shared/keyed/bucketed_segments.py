@@ -24,6 +24,7 @@ import pyarrow as pa
 from shared.keyed.bucketed_spec import DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
 
 IN_COLD = "keyed_in_cold"  # hot key that shadows a key of the cold segment
+HISTORY_N = "keyed_history_n"  # a cold key's history entries
 COLD_HISTORY = "keyed_cold_history"  # that key's history entries in the cold segment
 NO_DUE = np.iinfo(np.int64).max
 
@@ -61,13 +62,16 @@ def take_ranges(offsets: np.ndarray, positions: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class ColdSegment:
     """Keys sorted by (hash, key), one row each, and their history in the same order;
-    ``offsets[i]:offsets[i + 1]`` are key i's history rows. Never mutated (cached)."""
+    ``offsets[i]:offsets[i + 1]`` are key i's history rows. Keys are found by their hash
+    (a binary search, no string hashing of the whole segment), the key compared after.
+    Never mutated (cached)."""
 
-    keys: pd.DataFrame  # key columns, hash, state columns, last_event_ms, due
-    index: pd.Index  # key -> row number
+    keys: pd.DataFrame  # key columns, hash, state columns, last_event_ms, due, history_n
     history: pd.DataFrame | None
     offsets: np.ndarray
     due: np.ndarray
+    hashes: np.ndarray  # sorted
+    key_columns: tuple[str, ...]
 
     @classmethod
     def of(cls, keys: pd.DataFrame, history: pd.DataFrame | None, spec: BucketedSpec
@@ -76,16 +80,24 @@ class ColdSegment:
         index = key_index(keys, spec)
         order = sort_order(keys[KEY_HASH_COLUMN].to_numpy(dtype=np.int64), index)
         keys = keys.take(order).reset_index(drop=True)
-        index = index.take(order)
-        offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+        counts = np.zeros(len(keys), dtype=np.int64)
         if history is not None and len(history):
-            position = index.get_indexer(key_index(history, spec))
+            position = index.take(order).get_indexer(key_index(history, spec))
             if (position < 0).any():
                 raise AssertionError("history rows without a key in the cold segment")
             by_key = np.argsort(position, kind="stable")  # keeps each key's entry order
             history = history.take(by_key).reset_index(drop=True)
-            offsets[1:] = np.cumsum(np.bincount(position, minlength=len(keys)))
-        return cls(keys, index, history, offsets, keys[DUE_COLUMN].to_numpy(dtype=np.int64))
+            counts = np.bincount(position, minlength=len(keys))
+        return cls.stored(keys.assign(**{HISTORY_N: counts}), history, spec)
+
+    @classmethod
+    def stored(cls, keys: pd.DataFrame, history: pd.DataFrame | None, spec: BucketedSpec
+               ) -> ColdSegment:
+        """As :meth:`of` left it (keys in order, history grouped, per-key counts)."""
+        offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum(keys[HISTORY_N].to_numpy(dtype=np.int64), out=offsets[1:])
+        return cls(keys, history, offsets, keys[DUE_COLUMN].to_numpy(dtype=np.int64),
+                   keys[KEY_HASH_COLUMN].to_numpy(dtype=np.int64), spec.key_columns)
 
     @classmethod
     def empty(cls, spec: BucketedSpec) -> ColdSegment:
@@ -96,17 +108,37 @@ class ColdSegment:
         keys = cold_key_schema(spec).empty_table().to_pandas()
         history_schema = spec.stored_history_schema
         history = None if history_schema is None else history_schema.empty_table().to_pandas()
-        return cls.of(keys, history, spec)
+        return cls.stored(keys, history, spec)
 
     @property
     def history_rows(self) -> int:
         return int(self.offsets[-1])
 
-    def positions(self, keys: pd.Index) -> np.ndarray:
-        """Row numbers of ``keys`` (-1 where absent)."""
+    def positions(self, keys: pd.Index, hashes: np.ndarray) -> np.ndarray:
+        """Row numbers of ``keys`` (whose hashes are ``hashes``), -1 where absent."""
+        found = np.full(len(keys), -1, dtype=np.int64)
         if not len(self.keys) or not len(keys):
-            return np.full(len(keys), -1, dtype=np.int64)
-        return self.index.get_indexer(keys).astype(np.int64)
+            return found
+        hashes = np.asarray(hashes, dtype=np.int64)
+        first = np.searchsorted(self.hashes, hashes, side="left")
+        last = np.searchsorted(self.hashes, hashes, side="right")
+        single = last - first == 1
+        candidates = np.flatnonzero(single)
+        same = np.ones(len(candidates), dtype=bool)
+        for level, name in enumerate(self.key_columns):
+            stored = self.keys[name].to_numpy()[first[candidates]]
+            same &= stored == keys.get_level_values(level).to_numpy()[candidates]
+        found[candidates[same]] = first[candidates[same]]
+        for i in np.flatnonzero(last - first > 1):  # a hash shared by several keys: rare
+            found[i] = self._scan(keys[i], first[i], last[i])
+        return found
+
+    def _scan(self, key, start: int, end: int) -> int:
+        key = key if isinstance(key, tuple) else (key,)
+        for row in range(start, end):
+            if tuple(self.keys[n].iat[row] for n in self.key_columns) == key:
+                return row
+        return -1
 
     def history_of(self, positions: np.ndarray) -> pd.DataFrame | None:
         if self.history is None:
@@ -115,6 +147,15 @@ class ColdSegment:
 
     def history_counts(self, positions: np.ndarray) -> np.ndarray:
         return self.offsets[positions + 1] - self.offsets[positions]
+
+    def shadowed(self, hot: HotSegment) -> np.ndarray:
+        """Whether each cold row is replaced (or deleted) by the hot segment."""
+        shadowed = np.zeros(len(self.keys), dtype=bool)
+        for table in (hot.keys, hot.tombs):
+            if len(table):
+                position = self.positions(table.index, table[KEY_HASH_COLUMN].to_numpy())
+                shadowed[position[position >= 0]] = True
+        return shadowed
 
 
 @dataclass(frozen=True)
@@ -156,14 +197,15 @@ def _empty(kind: type, spec: BucketedSpec):
     return _EMPTY[key]
 
 
+def hot_key_schema(spec: BucketedSpec) -> pa.Schema:
+    return pa.schema([*spec.stored_key_schema, pa.field(KEY_HASH_COLUMN, pa.int64()),
+                      pa.field(DUE_COLUMN, pa.int64()), pa.field(IN_COLD, pa.bool_()),
+                      pa.field(COLD_HISTORY, pa.int64())])
+
+
 def cold_key_schema(spec: BucketedSpec) -> pa.Schema:
     return pa.schema([*spec.stored_key_schema, pa.field(KEY_HASH_COLUMN, pa.int64()),
-                      pa.field(DUE_COLUMN, pa.int64())])
-
-
-def hot_key_schema(spec: BucketedSpec) -> pa.Schema:
-    return pa.schema([*cold_key_schema(spec), pa.field(IN_COLD, pa.bool_()),
-                      pa.field(COLD_HISTORY, pa.int64())])
+                      pa.field(DUE_COLUMN, pa.int64()), pa.field(HISTORY_N, pa.int64())])
 
 
 def tomb_schema(spec: BucketedSpec) -> pa.Schema:

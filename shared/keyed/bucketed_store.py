@@ -18,6 +18,7 @@ import pandas as pd
 
 from shared.keyed.bucketed_segments import (
     COLD_HISTORY,
+    HISTORY_N,
     IN_COLD,
     NO_DUE,
     ColdSegment,
@@ -84,16 +85,23 @@ def gather(loaded: Loaded, spec: BucketedSpec, touched: pd.Index, touched_hashes
     if watermark_ms >= 0 and len(hot.keys):
         wanted.append(hot.keys.index[hot.keys[DUE_COLUMN].to_numpy() <= watermark_ms])
     due_cold = loaded.header.cold_due_ms
+    due_cold_keys: dict = {}
     if watermark_ms >= 0 and due_cold is not None and due_cold <= watermark_ms:
-        wanted.append(cold.index[np.flatnonzero(cold.due <= watermark_ms)])
+        rows = np.flatnonzero(cold.due <= watermark_ms)
+        due = key_index(cold.keys.iloc[rows], spec)
+        due_cold_keys = dict(zip(due, rows, strict=True))
+        wanted.append(due)
     keys = _union(wanted)
     in_hot = hot.keys.index.get_indexer(keys)
     in_tombs = hot.tombs.index.get_indexer(keys) if len(hot.tombs) else np.full(len(keys), -1)
-    position = np.where((in_hot < 0) & (in_tombs < 0), cold.positions(keys), -1)
-    from_hot, from_cold = in_hot >= 0, position >= 0
     hashes = _hashes(keys, touched, touched_hashes)
-    hashes[from_hot] = hot.keys[KEY_HASH_COLUMN].to_numpy()[in_hot[from_hot]]
-    hashes[from_cold] = cold.keys[KEY_HASH_COLUMN].to_numpy()[position[from_cold]]
+    if len(hot.keys):
+        hashes[in_hot >= 0] = hot.keys[KEY_HASH_COLUMN].to_numpy()[in_hot[in_hot >= 0]]
+    elsewhere = np.flatnonzero((in_hot < 0) & (in_tombs < 0))
+    position = np.full(len(keys), -1, dtype=np.int64)
+    position[elsewhere] = _cold_positions(cold, keys, hashes, elsewhere, due_cold_keys)
+    from_hot, from_cold = in_hot >= 0, position >= 0
+    hashes[from_cold] = cold.hashes[position[from_cold]]
     in_cold = from_cold.copy()
     cold_history = np.zeros(len(keys), dtype=np.int64)
     cold_history[from_cold] = cold.history_counts(position[from_cold])
@@ -134,6 +142,19 @@ def merge(loaded: Loaded, spec: BucketedSpec, working: Working, result: StoredBu
                       tombs=_concat([hot.tombs[keep_tombs], tombs[hot.tombs.columns]]))
 
 
+def _cold_positions(cold: ColdSegment, keys: pd.Index, hashes: np.ndarray,
+                    at: np.ndarray, known: dict) -> np.ndarray:
+    """Cold row numbers of ``keys[at]``: known for due cold keys, else by hash (keys with
+    rows carry theirs)."""
+    if not len(at):
+        return np.empty(0, dtype=np.int64)
+    found = cold.positions(keys[at], hashes[at])
+    if known:
+        given = np.array([known.get(k, -1) for k in keys[at]], dtype=np.int64)
+        found = np.where(given >= 0, given, found)
+    return found
+
+
 def counts(cold: ColdSegment, hot: HotSegment) -> tuple[int, int]:
     """(keys, history entries) of the bucket."""
     shadowed = hot.keys[IN_COLD].to_numpy(dtype=bool)
@@ -150,14 +171,10 @@ def needs_compaction(cold: ColdSegment, hot: HotSegment) -> bool:
 
 def compact(cold: ColdSegment, hot: HotSegment, spec: BucketedSpec) -> ColdSegment:
     """One cold segment holding the bucket's every key (hot rows win)."""
-    shadowed = np.zeros(len(cold.keys), dtype=bool)
-    for index in (hot.keys.index, hot.tombs.index):
-        position = cold.positions(index)
-        shadowed[position[position >= 0]] = True
-    kept = np.flatnonzero(~shadowed)
-    columns = list(cold.keys.columns)
+    kept = np.flatnonzero(~cold.shadowed(hot))
+    columns = [c for c in cold.keys.columns if c != HISTORY_N]
     live = hot.keys.reset_index()[columns]
-    keys = _concat([cold.keys.take(kept), live])
+    keys = _concat([cold.keys.take(kept)[columns], live])
     history = None
     if cold.history is not None:
         history = _concat([cold.history.take(take_ranges(cold.offsets, kept)), hot.history])
@@ -170,11 +187,7 @@ def cold_due(cold: ColdSegment, hot: HotSegment) -> int | None:
         return None
     due = cold.due
     if len(hot.keys) or len(hot.tombs):
-        shadowed = np.zeros(len(due), dtype=bool)
-        for index in (hot.keys.index, hot.tombs.index):
-            position = cold.positions(index)
-            shadowed[position[position >= 0]] = True
-        due = due[~shadowed]
+        due = due[~cold.shadowed(hot)]
     earliest = int(due.min()) if len(due) else NO_DUE
     return None if earliest == NO_DUE else earliest
 
