@@ -14,8 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed_order import sorted_by
-
 ORDER = ("card_id", "event_ms", "txn_id")  # grouped by card; within one, this order
 
 
@@ -75,10 +73,15 @@ def _sorted(rows: pd.DataFrame) -> pd.DataFrame:
     if _strictly_ordered(cards, event_ms):
         return rows.reset_index(drop=True)
     order = np.lexsort((event_ms, cards))
-    cards, event_ms = cards[order], event_ms[order]
-    if ((cards[1:] == cards[:-1]) & (event_ms[1:] == event_ms[:-1])).any():
-        return sorted_by(rows.assign(card_number=pd.factorize(rows["card_id"].to_numpy())[0]),
-                         ("card_number", "event_ms", "txn_id")).drop(columns="card_number")
+    tied = np.zeros(len(order), dtype=bool)
+    same = (cards[order][1:] == cards[order][:-1]) & (event_ms[order][1:] == event_ms[order][:-1])
+    tied[1:] |= same
+    tied[:-1] |= same
+    if tied.any():  # rank txn ids among the tied rows only
+        ranks = np.zeros(len(rows), dtype=np.int64)
+        at = order[tied]
+        ranks[at] = pd.factorize(rows["txn_id"].to_numpy()[at], sort=True)[0]
+        order = np.lexsort((ranks, event_ms, cards))
     return rows.take(order).reset_index(drop=True)
 
 
