@@ -73,7 +73,7 @@ def app_dead_letters(records) -> list[dict]:
 def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
     create_topics(IOT.all())
     settings, prefix = kafka_settings, kafka_settings.topic_prefix
-    _, records = produce_through_kills(
+    _, sent = produce_through_kills(
         "iot", settings, IOT.inputs[0].qualified(prefix), live_fleet(), rate_per_s=RATE,
         kills=3, rng=random.Random(11), extra_uptime_s=(0, 8), log_dir=tmp_path,
         # Two and a half minutes of fleet whatever the kills took: every alert kind.
@@ -98,7 +98,7 @@ def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
     # their bytes). The app's own dead letters (range, seq) are the oracle's to find.
     letters = read_finished(bootstrap, IOT.dead_letter.qualified(prefix))
     late = Counter(r.value for r in read_finished(bootstrap, IOT.late.qualified(prefix)))
-    accepted = Counter(r.value for r in records) - Counter(r.value for r in letters) - late
+    accepted = Counter(r.value for r in sent) - Counter(r.value for r in letters) - late
     assert late  # buffered flushes and held-up readings did arrive behind the watermark
     screened = screen(json.loads(v) for v in accepted.elements())
 

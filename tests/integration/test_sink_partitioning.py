@@ -66,7 +66,7 @@ def test_a_replayed_batch_gives_each_writer_the_same_records(
     (raw_first, writers_first), (raw_replay, writers_replay) = seen["first"], seen["replay"]
     assert sum(map(len, writers_first.values())) == 300
     assert writers_replay == writers_first
-    # Why the hash: the raw partitions moved (if this fails, Spark now replays Kafka
-    # ranges in order; the hash still keeps writers stable across plan changes).
-    assert sorted(raw_replay.values()) == sorted(raw_first.values())
-    assert raw_replay != raw_first
+    # The same records reached the batch both times; whether Spark put them in the same
+    # raw partitions is up to its scheduling (it differed in some runs, not in others):
+    # the writers do not depend on it.
+    assert sorted(map(sorted, raw_replay.values())) == sorted(map(sorted, raw_first.values()))
