@@ -32,6 +32,9 @@ import time
 from collections.abc import Mapping
 
 PRELOAD_ENV = "STATEWISE_WORKER_PRELOAD"
+# "pyspark": keep pyspark's own transformWithStateInPandas input path (see
+# shared/keyed/tws_input.py), to rule the faster one out when chasing a problem.
+TWS_INPUT_ENV = "STATEWISE_TWS_INPUT"
 
 # What a transformWithStateInPandas or Arrow worker imports on its first task.
 BASE_MODULES = (
@@ -103,6 +106,11 @@ def main() -> None:
     failed = preload(names)
     for name, error in failed.items():
         _say(f"could not preload {name}: {error}")
+    if os.environ.get(TWS_INPUT_ENV) != "pyspark":
+        from shared.keyed.tws_input import install
+
+        _say("transformWithStateInPandas input: " + (
+            "split by key with numpy" if install() else "pyspark's (a version not checked here)"))
     threads = other_threads()
     if threads:
         _say(f"threads {threads} run after preloading; falling back to pyspark.daemon")

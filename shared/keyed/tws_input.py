@@ -1,0 +1,141 @@
+"""transformWithStateInPandas's input, split by grouping key with numpy instead of row by row.
+
+pyspark 4.3's worker turns each Arrow batch of a transformWithStateInPandas task into
+pandas, walks it with ``itertuples`` to find where the grouping key changes, and builds
+each key's DataFrame again from the row tuples (``pd.DataFrame(rows)``). The layer's
+grouping key is the bucket: a task holds a few keys of thousands of rows each, and the
+walk and the rebuild were about a third of the operator's Python time in a fraud drain.
+
+:func:`install` wraps ``pyspark.worker.read_udfs`` so that, for that one eval type, the
+function it returns finds the key boundaries of each Arrow batch at once and hands the
+UDF slices of the batch's frame. Everything else is pyspark's: the same closure values
+(the UDF, the key and value offsets, the state API client, the output schema), the same
+calls (once per key run with a lazy iterator of chunks, then PROCESS_TIMER, then
+COMPLETE), chunks bounded by the same ``arrowMaxRecordsPerBatch``, the same output
+conversion. Chunks keep the Arrow-to-pandas dtypes, where pyspark's rebuild re-infers
+them from Python values.
+
+The wrap is installed by the workers' daemon (:mod:`shared.worker_daemon`) and only for
+the pyspark version it was written against, whose function it checks by the names of
+its closure variables; anything else keeps pyspark's own path.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+PYSPARK_VERSIONS = ("4.3.",)
+# What the replacement reads from the closure of pyspark's transform_with_state_func.
+CLOSURE = ("udf", "key_offsets", "value_offsets", "stateful_processor_api_client",
+           "runner_conf", "arrow_max_records_per_batch", "output_schema", "return_type")
+
+
+def key_runs(keys: list[np.ndarray], limit: int) -> list[tuple[int, int]]:
+    """[start, end) row ranges of equal consecutive keys, each at most ``limit`` rows."""
+    rows = len(keys[0]) if keys else 0
+    if rows == 0:
+        return []
+    change = np.zeros(rows, dtype=bool)
+    change[0] = True
+    for column in keys:
+        change[1:] |= ~_equal(column[1:], column[:-1])
+    starts = np.flatnonzero(change).tolist()
+    runs = []
+    for start, end in zip(starts, [*starts[1:], rows], strict=True):
+        runs.extend((at, min(at + limit, end)) for at in range(start, end, limit))
+    return runs
+
+
+def _equal(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    same = left == right
+    if isinstance(same, np.ndarray) and same.dtype == bool:
+        if left.dtype.kind in "fcO":  # None or NaN keys equal each other, as tuples do
+            same |= pd.isna(left) & pd.isna(right)
+        return same
+    return np.array([a == b for a, b in zip(left, right, strict=True)], dtype=bool)
+
+
+def chunks(frames: Iterator[pd.DataFrame], key_offsets: list[int],
+           limit: int) -> Iterator[tuple[tuple, pd.DataFrame]]:
+    """(grouping key, rows) per run of one key within each frame, in input order."""
+    for frame in frames:
+        keys = [frame.iloc[:, offset].to_numpy() for offset in key_offsets]
+        for start, end in key_runs(keys, limit):
+            # Python values, as pyspark's itertuples gives them (numpy scalars are not).
+            key = tuple(_plain(column[start]) for column in keys)
+            yield key, frame.iloc[start:end].reset_index(drop=True)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def fast_transform_with_state(original: Callable) -> Callable | None:
+    """pyspark's transform_with_state_func rebuilt on :func:`chunks`; None if its closure
+    is not the one this was written against."""
+    names = original.__code__.co_freevars
+    if not set(CLOSURE) <= set(names):
+        return None
+    cells = zip(names, original.__closure__, strict=True)
+    bound = {name: cell.cell_contents for name, cell in cells}
+    from pyspark.sql.conversion import ArrowBatchTransformer, PandasToArrowConversion
+    from pyspark.sql.streaming.stateful_processor_util import TransformWithStateInPandasFuncMode
+
+    udf, client, conf = bound["udf"], bound["stateful_processor_api_client"], bound["runner_conf"]
+    value_offsets, key_offsets = bound["value_offsets"], bound["key_offsets"]
+
+    def convert(results: Iterator[pd.DataFrame]) -> Iterator[Any]:
+        for result in results:
+            yield PandasToArrowConversion.convert(
+                [result], bound["output_schema"], timezone=conf.timezone, safecheck=conf.safecheck,
+                arrow_cast=True, assign_cols_by_name=conf.assign_cols_by_name,
+                int_to_decimal_coercion_enabled=conf.int_to_decimal_coercion_enabled)
+
+    def frames(batches: Iterator[Any]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            if batch.num_rows:
+                yield pd.concat(ArrowBatchTransformer.to_pandas(
+                    batch, timezone=conf.timezone,
+                    prefer_int_ext_dtype=conf.prefer_int_ext_dtype), axis=1)
+
+    def transform_with_state(split_index: int, batches: Iterator[Any]) -> Iterator[Any]:
+        runs = chunks(frames(batches), key_offsets, bound["arrow_max_records_per_batch"])
+        for key, group in itertools.groupby(runs, key=lambda run: run[0]):
+            values = (frame.iloc[:, value_offsets] for _, frame in group)
+            yield from convert(udf(client, TransformWithStateInPandasFuncMode.PROCESS_DATA,
+                                   key, values))
+        for mode in (TransformWithStateInPandasFuncMode.PROCESS_TIMER,
+                     TransformWithStateInPandasFuncMode.COMPLETE):
+            yield from convert(udf(client, mode, None, iter([])))
+
+    return transform_with_state
+
+
+def install() -> bool:
+    """Wrap ``pyspark.worker.read_udfs`` (in this process and the workers forked from it);
+    False, and nothing changed, on a pyspark version this was not written against."""
+    import pyspark
+    import pyspark.worker as worker
+    from pyspark.util import PythonEvalType
+
+    if not pyspark.__version__.startswith(PYSPARK_VERSIONS):
+        return False
+    if getattr(worker.read_udfs, "statewise_wrapped", False):
+        return True
+    original_read = worker.read_udfs
+
+    def read_udfs(pickle_ser, udf_info, eval_type, runner_conf, eval_conf):
+        func, profiler, deserializer, serializer = original_read(
+            pickle_ser, udf_info, eval_type, runner_conf, eval_conf)
+        if eval_type == PythonEvalType.SQL_TRANSFORM_WITH_STATE_PANDAS_UDF:
+            func = fast_transform_with_state(func) or func
+        return func, profiler, deserializer, serializer
+
+    read_udfs.statewise_wrapped = True
+    worker.read_udfs = read_udfs
+    return True

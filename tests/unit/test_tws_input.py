@@ -1,0 +1,96 @@
+"""The transformWithStateInPandas input split by key with numpy gives the UDF what
+pyspark's row walk gives it: the same keys, in the same order, with the same rows."""
+
+from __future__ import annotations
+
+import itertools
+import types
+
+import numpy as np
+import pandas as pd
+import pyspark.worker
+
+from shared.keyed.tws_input import CLOSURE, chunks, key_runs
+
+
+def pyspark_groups(frames, key_offsets, limit):
+    """pyspark 4.3's own grouping (worker.transform_with_state_func), values kept."""
+    def rows():
+        for frame in frames:
+            for row in frame.itertuples(index=False):
+                yield tuple(row[o] for o in key_offsets), row
+
+    for key, group in itertools.groupby(rows(), key=lambda x: x[0]):
+        batch = []
+        for _, row in group:
+            batch.append(tuple(row))
+            if len(batch) >= limit:
+                yield key, batch
+                batch = []
+        if batch:
+            yield key, batch
+
+
+def ours(frames, key_offsets, limit):
+    for key, frame in chunks(iter(frames), key_offsets, limit):
+        yield key, list(frame.itertuples(index=False, name=None))
+
+
+def frames_of(rng, sizes, keys):
+    return [pd.DataFrame({"bucket": np.sort(rng.integers(0, keys, n)),
+                          "card": rng.integers(0, 50, n).astype(str),
+                          "amount": rng.random(n)}) for n in sizes]
+
+
+def calls(groups):
+    """What the UDF sees: one call per run of a key, with the rows of all its chunks."""
+    return [(key, [row for _, rows in run for row in rows])
+            for key, run in itertools.groupby(groups, key=lambda x: x[0])]
+
+
+def test_chunks_equal_pyspark_grouping_across_batches_and_limits():
+    rng = np.random.default_rng(5)
+    # A key that runs over the end of one Arrow batch into the next stays one call
+    # (pyspark chunks it across the boundary, this at the boundary: same call).
+    frames = frames_of(rng, [500, 1, 300], keys=3)
+    frames[1]["bucket"] = 2  # the first frame's last key again
+    for limit in (7, 100, 10_000):
+        got = list(ours(frames, [0], limit))
+        assert calls(got) == calls(pyspark_groups(frames, [0], limit))
+        assert len(calls(got)) == 6  # 0 1 2 | 2 | 0 1 2: the twos around the edge one call
+        assert all(len(rows) <= limit for _, rows in got)
+
+
+def test_keys_are_python_values_and_composite_keys_split_on_any_column():
+    frame = pd.DataFrame({"a": [1, 1, 1, 2], "b": ["x", "x", "y", "y"], "v": [1.0, 2.0, 3.0, 4.0]})
+    got = list(ours([frame], [0, 1], 100))
+    assert [k for k, _ in got] == [(1, "x"), (1, "y"), (2, "y")]
+    assert all(type(k[0]) is int for k, _ in got)
+    assert [len(rows) for _, rows in got] == [2, 1, 1]
+    assert got[0][1] == [(1, "x", 1.0), (1, "x", 2.0)]
+
+
+def test_null_keys_run_together():
+    column = np.array([None, None, "a", "a", None], dtype=object)
+    assert key_runs([column], 100) == [(0, 2), (2, 4), (4, 5)]
+    assert key_runs([np.array([np.nan, np.nan, 1.0])], 100) == [(0, 2), (2, 3)]
+    assert key_runs([np.array([], dtype=np.int64)], 100) == []
+
+
+def nested_code(code: types.CodeType, name: str) -> types.CodeType | None:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            found = nested_code(const, name)
+            if found is not None:
+                return found
+    return None
+
+
+def test_the_installed_pyspark_has_the_closure_the_replacement_reads():
+    # If this fails, pyspark's worker changed: the daemon would keep pyspark's own path
+    # (fast_transform_with_state returns None); re-check tws_input against the new code.
+    code = nested_code(pyspark.worker.read_udfs.__code__, "transform_with_state_func")
+    assert code is not None
+    assert set(CLOSURE) <= set(code.co_freevars)
