@@ -15,6 +15,8 @@ def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
     parser.add_argument("--live-s", type=int, default=Options.live_s)
     parser.add_argument("--fractions", default=",".join(map(str, Options.live_fractions)),
                         help="live rates as fractions of the drained rate")
+    parser.add_argument("--triggers", default=",".join(Options.live_triggers),
+                        help="live trigger intervals to try, e.g. '0 seconds,1 second'")
     parser.add_argument("--quick", action="store_true",
                         help="300k records, 20 s live at half rate")
     args = parser.parse_args(argv)
@@ -22,5 +24,6 @@ def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
     if args.quick:
         args.records, args.live_s, fractions = 300_000, 20, (0.5,)
     run(bench, Options(records=args.records, batch=args.batch, live_s=args.live_s,
-                       live_fractions=fractions))
+                       live_fractions=fractions,
+                       live_triggers=tuple(t.strip() for t in args.triggers.split(","))))
     return 0

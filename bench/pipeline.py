@@ -6,9 +6,11 @@
    and the bare pipeline (Kafka -> parsed rows -> noop sink);
 3. the app drains the same topic (``availableNow``, ``maxOffsetsPerTrigger``): its
    sustained rate, with Spark's own per-batch breakdown as a profile;
-4. the app runs live (1 s trigger) while the producer sends at half that rate; a
-   read_committed consumer in its own process stamps each output as it becomes
-   visible, and the app's ``latency`` function turns those stamps into latencies.
+4. the app runs live while the producer sends at half that rate, once per trigger
+   interval of ``Options.live_triggers``; a read_committed consumer in its own process
+   stamps each output as it becomes visible, and the app's ``latency`` function turns
+   those stamps into latencies. The trigger with the lowest p99 is the one reported
+   (``live``), every run is kept (``live_runs``).
 
 An app plugs in with an :class:`AppBench` (bench/fraud_pipeline.py, iot_pipeline.py,
 trading_pipeline.py). Results: bench/results/<app>_pipeline.{json,png}.
@@ -66,7 +68,10 @@ class Options:
     records: int = 1_500_000
     batch: int = 250_000
     live_s: int = 60
-    live_fractions: tuple[float, ...] = (0.5, 0.25)  # of the drained rate
+    live_fractions: tuple[float, ...] = (0.5,)  # of the drained rate
+    # Trigger intervals tried live at each fraction; the one with the lowest p99 is the
+    # app's documented choice. "0 seconds": the next batch starts when one ends.
+    live_triggers: tuple[str, ...] = ("0 seconds", "1 second")
 
 
 def run(bench: AppBench, options: Options) -> dict:
@@ -99,11 +104,15 @@ def run(bench: AppBench, options: Options) -> dict:
         print(f"{name}: raw {result['raw_consumer']['records_per_s']:,}/s, bare "
               f"{bare.records_per_s:,.0f}/s, platform {platform.records_per_s:,.0f}/s, "
               f"app {app.records_per_s:,.0f}/s", flush=True)
-        # "live": at half the drained rate, as the issues ask; the others beside it.
-        result["live_fractions"] = {
-            str(fraction): live(bench, spark, settings, int(app.records_per_s * fraction),
-                                options.live_s, work, f"{round(fraction * 100)}")
-            for fraction in sorted(options.live_fractions, reverse=True)}
+        # "live": at half the drained rate, as the issues ask, under each trigger.
+        runs = [live(bench, spark, settings, int(app.records_per_s * fraction),
+                     options.live_s, work, f"{round(fraction * 100)}-{i}", trigger)
+                | {"fraction": fraction, "trigger": trigger}
+                for fraction in sorted(options.live_fractions, reverse=True)
+                for i, trigger in enumerate(options.live_triggers)]
+        result["live_runs"] = runs
+        result["live_fractions"] = {str(f): best_trigger([r for r in runs if r["fraction"] == f])
+                                    for f in options.live_fractions}
         result["live"] = result["live_fractions"].get("0.5", {})
     result["machine_after"] = machine()
     write(name, result)
@@ -164,12 +173,21 @@ def drain(spark, app: AppDefinition, settings) -> list[dict]:
     return progress
 
 
+def best_trigger(runs: list[dict]) -> dict:
+    """The run whose worst p99 over the app's output kinds is lowest."""
+    def worst_p99(run: dict) -> float:
+        p99s = [s.get("p99") for s in run.get("latency_ms", {}).values()]
+        return max((p for p in p99s if p is not None), default=float("inf"))
+
+    return min(runs, key=worst_p99) if runs else {}
+
+
 def live(bench: AppBench, spark, settings, rate: int, seconds: int, work: Path,
-         tag: str) -> dict:
+         tag: str, trigger: str = "1 second") -> dict:
     live_settings = dataclasses.replace(
         settings, topic_prefix=f"bench.live{tag}.",
         checkpoint_dir=str(work / f"checkpoints-live{tag}"),
-        max_offsets_per_trigger=0, trigger_interval="1 second")
+        max_offsets_per_trigger=0, trigger_interval=trigger)
     prefix = live_settings.topic_prefix
     seen_file = work / f"outputs-seen-{tag}.jsonl"
     # Topics first, empty: a record sent only to create them would move the watermark.
