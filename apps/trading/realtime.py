@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from apps.trading.app import TRADING_APP
-from apps.trading.oracle_rules import EXTRA_DIGITS
+from apps.trading.exact import EXTRA_DIGITS
 from apps.trading.reference import DAY_MS, Instruments
 from apps.trading.settings import TradingSettings, minutes_of_day, seconds_list
 from shared.kafka_io import DECODE_REASON, EVENT_TIME, SOURCE, dead_letter_envelopes

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
-from apps.trading.run_check import compare_run
+from apps.trading.oracle_run_check import compare_run
 from shared.processes import alive
 from shared.producer import kafka_producer, send_all
 from shared.registry import TRADING
