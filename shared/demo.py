@@ -124,8 +124,8 @@ def _report_progress(running, stop: threading.Event) -> None:
 
 
 def _produce(settings, rate: float, cards: int, stop: threading.Event) -> None:
+    from apps.fraud.topics import FRAUD
     from shared.producer import kafka_producer, send_all
-    from shared.registry import FRAUD
 
     topic = FRAUD.inputs[0].qualified(settings.topic_prefix)
     producer = kafka_producer(settings.bootstrap_servers)

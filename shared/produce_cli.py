@@ -64,7 +64,7 @@ class GeneratorPlugin:
 
 def _fraud_plugin() -> GeneratorPlugin:
     from apps.fraud.generator import FaultRates, FraudGenerator, GeneratorConfig, ScenarioRates
-    from shared.registry import FRAUD
+    from apps.fraud.topics import FRAUD
 
     def add(parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("fraud generator")
@@ -97,7 +97,7 @@ def _fraud_plugin() -> GeneratorPlugin:
 def _iot_plugin() -> GeneratorPlugin:
     from apps.iot.generator import EpisodeRates, FaultRates, GeneratorConfig, IotGenerator
     from apps.iot.settings import IotSettings
-    from shared.registry import IOT
+    from apps.iot.topics import IOT
 
     def add(parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("iot generator")
@@ -140,7 +140,7 @@ def _trading_plugin() -> GeneratorPlugin:
     from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
     from apps.trading.replay import replay_chunks
     from apps.trading.settings import minutes_of_day
-    from shared.registry import TRADING
+    from apps.trading.topics import TRADING
 
     def add(parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("trading generator")

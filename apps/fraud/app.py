@@ -16,8 +16,8 @@ from apps.fraud.processor import FraudProcessor
 from apps.fraud.quality import transaction_suite
 from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import Thresholds, lateness_ms
+from apps.fraud.topics import FRAUD
 from shared.app import AppDefinition, KeyedOperator
-from shared.registry import FRAUD
 
 
 def processor(settings: FraudSettings) -> FraudProcessor:

@@ -21,8 +21,8 @@ from apps.iot.outputs import AGGREGATES, ALERTS
 from apps.iot.processor import IotProcessor
 from apps.iot.quality import reading_suite
 from apps.iot.settings import IotSettings
+from apps.iot.topics import IOT
 from shared.app import AppDefinition, KeyedOperator
-from shared.registry import IOT
 
 
 def processor(settings: IotSettings) -> IotProcessor:

@@ -19,8 +19,8 @@ from apps.trading.processor import TradingProcessor
 from apps.trading.quality import inline_trade_suite
 from apps.trading.reference import Instruments
 from apps.trading.settings import TradingRules, TradingSettings
+from apps.trading.topics import TRADING
 from shared.app import AppDefinition, KeyedOperator
-from shared.registry import TRADING
 
 
 def processor(settings: TradingSettings) -> TradingProcessor:

@@ -21,7 +21,7 @@ from apps.trading.oracle_compare import bars_of, differences
 from apps.trading.oracle_rules import Trade
 from apps.trading.reference import Instruments, SessionCalendar
 from apps.trading.settings import TradingRules, TradingSettings
-from shared.registry import TRADING
+from apps.trading.topics import TRADING
 from shared.testing.canary_runs import settings_env
 from shared.testing.kafka_tools import read_all, send_values
 

@@ -9,6 +9,7 @@ import pytest
 from apps.fraud.app import FRAUD_APP
 from apps.trading.realtime import TRADING_REALTIME, BarRules
 from apps.trading.settings import TradingSettings
+from apps.trading.topics import TRADING, TRADING_BAR
 from shared.cli import run_app_main
 from shared.realtime_runner import (
     local_slots,
@@ -16,7 +17,6 @@ from shared.realtime_runner import (
     required_task_slots,
     with_enough_slots,
 )
-from shared.registry import TRADING, TRADING_BAR
 
 
 def test_bar_rules_come_from_the_trading_settings():
