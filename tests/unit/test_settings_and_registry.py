@@ -8,11 +8,9 @@ import dataclasses
 import pytest
 
 from apps.fraud.settings import FraudSettings
-from apps.fraud.topics import FRAUD
-from apps.iot.topics import IOT
-from apps.trading.topics import TRADING
 from shared.faults import FaultPlan
 from shared.settings import PlatformSettings, add_arguments, load
+from shared.testing.apps import apps_under_test
 
 
 def test_flag_beats_environment_beats_default():
@@ -48,7 +46,7 @@ def test_fault_plans_parse_and_refuse_nonsense():
 
 
 def test_every_topic_name_is_unique_and_every_app_has_dead_letter_and_late_topics():
-    apps = (FRAUD, IOT, TRADING)
+    apps = [app.topics for app in apps_under_test().values()]
     names = [spec.name for app in apps for spec in app.all()]
     assert len(names) == len(set(names))
     for app in apps:
