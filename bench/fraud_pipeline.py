@@ -18,10 +18,10 @@ from __future__ import annotations
 import sys
 
 from apps.fraud.app import FRAUD_APP
+from apps.fraud.topics import FRAUD
 from bench.cli import main_for
 from bench.latency import by_trigger_record
 from bench.pipeline import AppBench
-from shared.registry import FRAUD
 
 BENCH = AppBench(
     app=FRAUD_APP, population=("--cards", "100000"),

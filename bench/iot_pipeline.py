@@ -13,10 +13,10 @@ from __future__ import annotations
 import sys
 
 from apps.iot.app import IOT_APP
+from apps.iot.topics import IOT
 from bench.cli import main_for
 from bench.latency import by_end_time
 from bench.pipeline import AppBench
-from shared.registry import IOT
 
 BENCH = AppBench(
     # No device clock runs ahead here (the generator skews 5% of them by up to 10 s by

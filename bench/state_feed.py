@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.produce_cli import GENERATORS, RunOptions
+from shared.app_commands import RunOptions
+from shared.app_loader import registered_apps
 from shared.producer import OutgoingRecord, SendReport, kafka_producer, send_all
 
 MAX_INSTRUMENTS = 26 ** 4  # apps/trading/reference.py: four-letter symbols
@@ -102,7 +103,7 @@ class StreamFeed:
     """The app's generator as one stream, handed out ``n`` records at a time."""
 
     def __init__(self, pop: Population, start_ms: int, seed: int = 0) -> None:
-        plugin = GENERATORS[pop.app]()
+        plugin = registered_apps()[pop.app].generator
         parser = argparse.ArgumentParser()
         plugin.add_arguments(parser)
         args = parser.parse_args(list(pop.flags))

@@ -229,7 +229,7 @@ def write(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shared.cli import registered_apps
+    from shared.app_loader import registered_apps
 
     parser = argparse.ArgumentParser(prog="python -m bench.state_scaling")
     parser.add_argument("--app", choices=["fraud", "iot", "trading", "all"], default="all")

@@ -14,10 +14,10 @@ from __future__ import annotations
 import sys
 
 from apps.trading.app import TRADING_APP
+from apps.trading.topics import TRADING
 from bench.cli import main_for
 from bench.latency import by_end_time
 from bench.pipeline import AppBench
-from shared.registry import TRADING
 
 BENCH = AppBench(
     app=TRADING_APP, population=("--instruments", "5000"),

@@ -32,6 +32,7 @@ import numpy as np
 
 from apps.trading.realtime import TRADING_REALTIME
 from apps.trading.settings import TradingSettings
+from apps.trading.topics import TRADING
 from bench import stack
 from bench.latency import stats
 from shared.realtime_runner import (
@@ -40,7 +41,6 @@ from shared.realtime_runner import (
     start_realtime,
     with_enough_slots,
 )
-from shared.registry import TRADING
 from shared.topics import admin_client, provision
 
 NAME = "trading_realtime"

@@ -17,16 +17,21 @@ the real runner, in tests and in benchmarks.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from shared.app_commands import DemoSpec, InputGenerator
 from shared.registry import AppTopics
 from shared.topics import TopicSpec
+
+if TYPE_CHECKING:
+    # Only a type here: the Real-Time plan refers back to its AppDefinition.
+    from shared.realtime_runner import RealtimeApp
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,9 @@ class KeyedOperator:
 
 @dataclass(frozen=True)
 class AppDefinition:
-    """One deployable app: its topics, settings, logic and data-quality suite."""
+    """One deployable app: its topics, settings, logic and data-quality suite, and what
+    the shared commands offer for it (produce, report, Real-Time Mode, demo). Apps are
+    found through the ``statewise.apps`` entry-point group (shared/app_loader.py)."""
 
     name: str
     topics: AppTopics
@@ -108,6 +115,15 @@ class AppDefinition:
     # rejected, so one record dated 2099 cannot drag the watermark forward.
     event_time_bounds: tuple[timedelta, timedelta] | None = None
     description: str = ""
+    # ``statewise produce APP``: the app's seeded input stream. None: no generator.
+    generator: InputGenerator | None = None
+    # ``statewise report APP [flags]``: argv -> exit code. None: the app has no report.
+    report: Callable[[Sequence[str]], int] | None = None
+    # ``statewise run APP --mode realtime``: loads the app's Real-Time Mode plan, imported
+    # only when chosen (it imports this definition). None: micro-batches only.
+    realtime: Callable[[], RealtimeApp] | None = None
+    # ``statewise demo APP``: how the demo feeds the app and prints it. None: no demo.
+    demo: DemoSpec | None = None
 
     def __post_init__(self) -> None:
         if (self.build is None) == (self.keyed is None):

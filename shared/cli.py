@@ -2,13 +2,14 @@
 
     statewise broker up|down|status
     statewise cluster up|down|status      (a local Spark standalone master and workers)
-    statewise topics [--app fraud]
-    statewise run fraud|iot|trading [--available-now] [settings flags...]
-    statewise run trading --mode realtime  (Spark's Real-Time Mode: native bars only)
-    statewise produce fraud|iot|trading [--rate N] [--count N] ...
-    statewise control fraud|iot PARAM VALUE    (change a threshold while the app runs)
-    statewise demo
-    statewise report fraud --labels-dir DIR   (precision and recall per rule)
+    statewise topics [--app APP]
+    statewise run APP [--available-now] [settings flags...]
+    statewise run APP --mode realtime      (Spark's Real-Time Mode, for apps that offer it)
+    statewise produce APP [--rate N] [--count N] ...
+    statewise control APP PARAM VALUE      (change a threshold while the app runs)
+    statewise demo [APP]
+    statewise report APP [flags]           (for apps that have a report)
+APP: an installed app (the ``statewise.apps`` entry points, shared/app_loader.py).
 Every command prints what it does; ``statewise run APP --help`` lists each setting
 with its environment variable.
 """
@@ -22,6 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from shared.app import AppDefinition
+from shared.app_loader import registered_apps
 from shared.settings import PlatformSettings, add_arguments, from_namespace
 
 log = logging.getLogger("statewise")
@@ -34,32 +36,6 @@ def _setup_logging() -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-def registered_apps() -> dict[str, AppDefinition]:
-    """Apps by name. Imported lazily: building an app imports pyspark."""
-    from shared.testing.canary import CANARY
-
-    apps = {CANARY.name: CANARY}
-    try:
-        from apps.fraud.app import FRAUD_APP
-
-        apps[FRAUD_APP.name] = FRAUD_APP
-    except ImportError:  # pragma: no cover - during early development only
-        pass
-    try:
-        from apps.iot.app import IOT_APP
-
-        apps[IOT_APP.name] = IOT_APP
-    except ImportError:  # pragma: no cover - during early development only
-        pass
-    try:
-        from apps.trading.app import TRADING_APP
-
-        apps[TRADING_APP.name] = TRADING_APP
-    except ImportError:  # pragma: no cover - during early development only
-        pass
-    return apps
-
-
 def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     """Run one app until Ctrl-C (or, with --available-now, until caught up)."""
     _setup_logging()
@@ -69,7 +45,7 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
                         help="process what is in Kafka now, then exit (catch-up runs, tests)")
     parser.add_argument("--mode", choices=("micro-batch", "realtime"), default="micro-batch",
                         help="realtime: Spark's Real-Time Mode, for apps that offer it "
-                             "(trading: native OHLCV bars only; see its README)")
+                             "(what it computes: see the app's README)")
     add_arguments(parser, app.settings_type, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(app.settings_type, args)
@@ -109,7 +85,7 @@ def _run_realtime(parser: argparse.ArgumentParser, app: AppDefinition, settings,
                   available_now: bool) -> int:
     from shared.realtime_runner import realtime_app, run_realtime
 
-    rt = realtime_app(app.name)
+    rt = realtime_app(app)
     if rt is None or available_now:
         parser.error(f"{app.name} offers no Real-Time Mode" if rt is None
                      else "--available-now is a micro-batch trigger")
@@ -174,7 +150,8 @@ def _control_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="statewise control",
                                      description="change a threshold while the app runs")
     parser.add_argument("app", choices=sorted(apps))
-    parser.add_argument("param", help="e.g. velocity_count (see the app's README)")
+    parser.add_argument("param", help="a threshold the app reads from its control topic "
+                                      "(see the app's README)")
     parser.add_argument("value", type=float)
     parser.add_argument("--version", type=int, default=None, help="default: now in ms")
     add_arguments(parser, PlatformSettings, os.environ)
@@ -189,6 +166,16 @@ def _control_main(argv: Sequence[str]) -> int:
              [OutgoingRecord(key=args.param.encode(), value=json_value(record))])
     print(f"sent {record} to {spec.qualified(settings.topic_prefix)}")
     return 0
+
+
+def _report_main(argv: Sequence[str]) -> int:
+    """``statewise report APP [flags]``: the app's own report command."""
+    apps = {name: app for name, app in registered_apps().items() if app.report is not None}
+    if not argv or argv[0] not in apps:
+        print(f"usage: statewise report {{{','.join(sorted(apps))}}} [flags] "
+              "(--help after the app name lists them)", file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    return apps[argv[0]].report(argv[1:])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -212,10 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from shared.demo import demo_main
 
         return demo_main(rest)
-    if command == "report" and rest[:1] == ["fraud"]:
-        from apps.fraud.report import report_main
-
-        return report_main(rest[1:])
+    if command == "report":
+        return _report_main(rest)
     if command == "produce":
         from shared.produce_cli import produce_main
 

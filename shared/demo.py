@@ -1,13 +1,14 @@
-"""``statewise demo``: the whole stack live on this machine, until Ctrl-C.
+"""``statewise demo [APP]``: the whole stack live on this machine, until Ctrl-C.
 
 1. starts the local Kafka broker (KRaft) unless one runs already;
-2. creates the fraud app's topics (prefix ``demo.``);
-3. starts the fraud app's streaming query (checkpoint under var/demo: stop and rerun
+2. creates the app's topics (prefix ``demo.``);
+3. starts the app's streaming query (checkpoint under var/demo: stop and rerun
    the demo and it resumes where it stopped);
-4. produces card transactions with injected fraud, bad and late records;
-5. prints alerts, dead letters and late records as a read_committed consumer sees
-   them, and a status line with Spark's per-batch figures.
+4. produces the app's demo input (event time from now) with bad and late records;
+5. prints the app's outputs, dead letters and late records as a read_committed
+   consumer sees them, and a status line with Spark's per-batch figures.
 Ctrl-C stops producer, query and printer, then the broker if the demo started it.
+APP: an app that declares a demo (``AppDefinition.demo``); default: the first by name.
 """
 
 from __future__ import annotations
@@ -15,31 +16,51 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer
 
+from shared.app_commands import DemoOutput, DemoSpec, RunOptions
 from shared.settings import REPO_ROOT, from_env
+
+if TYPE_CHECKING:
+    from shared.app import AppDefinition
 
 DEMO_PREFIX = "demo."
 STATUS_EVERY_S = 10.0
 
 
 def demo_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="statewise demo", description=__doc__,
+    from shared.app_loader import registered_apps
+
+    argv = list(argv)
+    apps = {name: app for name, app in registered_apps().items() if app.demo is not None}
+    name = argv.pop(0) if argv and not argv[0].startswith("-") else min(apps, default="")
+    if name not in apps:
+        print(f"usage: statewise demo [{','.join(sorted(apps))}] [flags]", file=sys.stderr)
+        return 2
+    app = apps[name]
+    args = _parser(app).parse_args(argv)
+    return _run_demo(app, args)
+
+
+def _parser(app: AppDefinition) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"statewise demo {app.name}", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rate", type=float, default=500, help="transactions per second")
-    parser.add_argument("--cards", type=int, default=1_000_000,
-                        help="card population (many, so honest cards rarely look like bursts)")
+    parser.add_argument("--rate", type=float, default=500,
+                        help=f"{app.demo.input_noun} per second")
+    app.demo.add_arguments(parser)
     parser.add_argument("--keep-broker", action="store_true",
                         help="leave the broker running after Ctrl-C")
-    args = parser.parse_args(list(argv))
+    return parser
 
-    from apps.fraud.app import FRAUD_APP
-    from apps.fraud.settings import FraudSettings
+
+def _run_demo(app: AppDefinition, args: argparse.Namespace) -> int:
     from shared.broker import LocalBroker
     from shared.runner import run_until_stopped
 
@@ -49,7 +70,7 @@ def demo_main(argv: Sequence[str]) -> int:
         f"{'starting' if started_broker else 'already running'}")
     broker.start()
     settings = dataclasses.replace(
-        from_env(FraudSettings), bootstrap_servers=broker.config.bootstrap_servers,
+        from_env(app.settings_type), bootstrap_servers=broker.config.bootstrap_servers,
         topic_prefix=DEMO_PREFIX, checkpoint_dir=str(REPO_ROOT / "var" / "demo" / "checkpoints"),
         metrics_dir=REPO_ROOT / "var" / "demo" / "metrics", state_partitions=2,
         # Small batches: the first results come fast even after a backlog.
@@ -58,14 +79,16 @@ def demo_main(argv: Sequence[str]) -> int:
     threads: list[threading.Thread] = []
     running = None
     try:
-        _provision(FRAUD_APP, settings)
-        threads.append(_thread(_print_outputs, FRAUD_APP, settings, stop))
-        say("starting Spark (local) and the fraud app ...")
-        running = _start_app(FRAUD_APP, settings)
-        say(f"producing {args.rate:,.0f} transactions/s; first results in about a minute")
-        say("change a threshold while it runs, e.g.: .venv/bin/statewise control fraud "
-            f"velocity_count 3 --topic-prefix {DEMO_PREFIX}")
-        threads.append(_thread(_produce, settings, args.rate, args.cards, stop))
+        _provision(app, settings)
+        threads.append(_thread(_print_outputs, app, settings, stop))
+        say(f"starting Spark (local) and the {app.name} app ...")
+        running = _start_app(app, settings)
+        say(f"producing {args.rate:,.0f} {app.demo.input_noun}/s; "
+            "first results in about a minute")
+        if app.demo.control_example and app.topics.control is not None:
+            say(f"change a threshold while it runs, e.g.: .venv/bin/statewise control "
+                f"{app.name} {app.demo.control_example} --topic-prefix {DEMO_PREFIX}")
+        threads.append(_thread(_produce, app, settings, args, stop))
         threads.append(_thread(_report_progress, running, stop))
         run_until_stopped(running, stop)  # Ctrl-C: stop after the current batch
     except KeyboardInterrupt:
@@ -123,61 +146,57 @@ def _report_progress(running, stop: threading.Event) -> None:
                 f"watermark {progress.get('eventTime', {}).get('watermark', '-')}")
 
 
-def _produce(settings, rate: float, cards: int, stop: threading.Event) -> None:
+def _produce(app: AppDefinition, settings, args: argparse.Namespace,
+             stop: threading.Event) -> None:
     from shared.producer import kafka_producer, send_all
-    from shared.registry import FRAUD
 
-    topic = FRAUD.inputs[0].qualified(settings.topic_prefix)
+    topic = app.input_topic.qualified(settings.topic_prefix)
     producer = kafka_producer(settings.bootstrap_servers)
-    report = send_all(producer, topic, _live_transactions(rate, cards, stop), rate_per_s=rate)
-    say(f"producer stopped after {report.delivered:,} transactions")
+    report = send_all(producer, topic, _live_records(app.demo, args, stop),
+                      rate_per_s=args.rate)
+    say(f"producer stopped after {report.delivered:,} {app.demo.input_noun}")
 
 
-def _live_transactions(rate: float, cards: int, stop: threading.Event,
-                       clock=time.time) -> Iterator:
-    """The fraud generator with event time starting now (so the watermark tracks the wall
-    clock), more fraud than a real stream, and a few bad and late records to show."""
-    from apps.fraud.generator import FaultRates, FraudGenerator, GeneratorConfig, ScenarioRates
-
-    config = GeneratorConfig(
-        seed=int(clock()), start_time_ms=int(clock() * 1000), events_per_s=rate, cards=cards,
-        # Tight bursts: alerts show within seconds instead of minutes.
-        # Every kind of fraud, compressed in time so that each shows within minutes.
-        scenarios=ScenarioRates(velocity_burst=5.0, velocity_burst_span_ms=20_000.0,
-                                spend_spike=5.0, impossible_travel=5.0, card_testing=5.0,
-                                gap_scale=0.1),
-        faults=FaultRates(late_fraction=0.0005, bad_fraction=0.0005))
-    for chunk in FraudGenerator(config).chunks():
+def _live_records(demo: DemoSpec, args: argparse.Namespace, stop: threading.Event,
+                  clock=time.time) -> Iterator:
+    """The app's demo input with event time starting now (so the watermark tracks the
+    wall clock), until the demo stops."""
+    options = RunOptions(seed=int(clock()), start_time_ms=int(clock() * 1000),
+                         events_per_s=args.rate)
+    for chunk in demo.live_input(args, options):
         for record in chunk.records:
             if stop.is_set():
                 return
             yield record
 
 
-def _print_outputs(app, settings, stop: threading.Event) -> None:
-    topics = {spec.qualified(settings.topic_prefix): label for spec, label in (
-        (app.topics.outputs[0], "ALERT"), (app.topics.dead_letter, "DEAD-LETTER"),
-        (app.topics.late, "LATE"))}
+def _print_outputs(app: AppDefinition, settings, stop: threading.Event) -> None:
+    outputs = {output.topic.qualified(settings.topic_prefix): output
+               for output in app.demo.outputs}
+    set_aside = {app.topics.dead_letter.qualified(settings.topic_prefix): "DEAD-LETTER",
+                 app.topics.late.qualified(settings.topic_prefix): "LATE"}
     consumer = Consumer({
         "bootstrap.servers": settings.bootstrap_servers, "log_level": 3,
         "group.id": f"statewise-demo-printer-{uuid.uuid4().hex[:8]}",
         "auto.offset.reset": "latest", "isolation.level": "read_committed"})
-    consumer.subscribe(list(topics))
+    consumer.subscribe([*outputs, *set_aside])
     try:
         while not stop.is_set():
             message = consumer.poll(0.5)
             if message is None or message.error():
                 continue
-            print(_describe(topics[message.topic()], message), flush=True)
+            output = outputs.get(message.topic())
+            print(_describe_output(output, message) if output else
+                  _describe_set_aside(set_aside[message.topic()], message), flush=True)
     finally:
         consumer.close()
 
 
-def _describe(label: str, message) -> str:
-    if label == "ALERT":
-        alert = json.loads(message.value())
-        return (f"  ALERT  {alert['rule']:<17} card {alert['card_id']}: {alert['detail']} "
-                f"(txns {alert['txn_ids']})")
+def _describe_output(output: DemoOutput, message) -> str:
+    return f"  {output.label}  {output.describe(json.loads(message.value()))}"
+
+
+def _describe_set_aside(label: str, message) -> str:
     headers = {k: (v or b"").decode(errors="replace") for k, v in message.headers() or []}
     value = (message.value() or b"")[:70].decode(errors="replace")
     return (f"  {label:<11} {headers.get('statewise.reason', '?')}: {value!r} "

@@ -1,6 +1,6 @@
 """The thin runner of Spark's Real-Time Mode: Kafka in, Spark's own Kafka sink out.
 
-An app opts in with a :class:`RealtimeApp` (trading: apps/trading/realtime.py). Two
+An app opts in with a :class:`RealtimeApp`, loaded by its ``AppDefinition.realtime``. Two
 queries run side by side, each with its own checkpoint beside the micro-batch app's:
 
 - ``<checkpoint_dir>/<app>-realtime``: the app's native stateful plan, in update mode,
@@ -19,7 +19,6 @@ raises N to that (threads on the same cores); a cluster must have them.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import re
@@ -48,8 +47,6 @@ REALTIME_SESSION_CONF = {"spark.sql.streaming.stateStore.checkpointFormatVersion
 # long before sending it (default 50 ms, per shuffle): at a few thousand records per
 # second that wait, not the work, was most of the latency (measured: p50 526 -> 112 ms).
 REALTIME_CONTEXT_CONF = {"spark.shuffle.streaming.networkBufferMaxWaitTimeMs": "2"}
-# Where each opting app declares its Real-Time Mode plan (imported only when run).
-REALTIME_APPS = {"trading": "apps.trading.realtime:TRADING_REALTIME"}
 
 
 @dataclass(frozen=True)
@@ -66,12 +63,9 @@ class RealtimeApp:
     stateful_stages: int = 1  # shuffled stateful operators (each holds its partitions)
 
 
-def realtime_app(name: str) -> RealtimeApp | None:
-    target = REALTIME_APPS.get(name)
-    if target is None:
-        return None
-    module, attribute = target.split(":")
-    return getattr(importlib.import_module(module), attribute)
+def realtime_app(app: AppDefinition) -> RealtimeApp | None:
+    """The app's Real-Time Mode plan, or None when it offers none."""
+    return None if app.realtime is None else app.realtime()
 
 
 def required_task_slots(rt: RealtimeApp, settings: PlatformSettings) -> int:

@@ -14,11 +14,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructField, StructType
 
 log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
+
+
+def nullable_struct(*fields: tuple[str, DataType]) -> StructType:
+    """A record's struct from (name, type) pairs; every field nullable (JSON may omit it:
+    the schema's ``required`` fields are what the quality gate insists on)."""
+    return StructType([StructField(name, kind, True) for name, kind in fields])
 
 
 @dataclass(frozen=True)

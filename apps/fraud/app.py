@@ -12,12 +12,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 from apps.fraud.card_state import INPUT_COLUMNS
+from apps.fraud.demo import FRAUD_DEMO
 from apps.fraud.processor import FraudProcessor
+from apps.fraud.produce import FRAUD_GENERATOR
 from apps.fraud.quality import transaction_suite
+from apps.fraud.report import report_main
 from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import Thresholds, lateness_ms
+from apps.fraud.topics import FRAUD
 from shared.app import AppDefinition, KeyedOperator
-from shared.registry import FRAUD
 
 
 def processor(settings: FraudSettings) -> FraudProcessor:
@@ -34,4 +37,7 @@ FRAUD_APP = AppDefinition(
     quality_suite=transaction_suite,
     event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
     description="per-card fraud detection (velocity, spend, travel, card testing)",
+    generator=FRAUD_GENERATOR,
+    report=report_main,
+    demo=FRAUD_DEMO,
 )

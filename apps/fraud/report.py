@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from apps.fraud.detection_quality import detection_quality, format_report
-from shared.registry import FRAUD
+from apps.fraud.topics import FRAUD
 from shared.settings import PlatformSettings, add_arguments, from_namespace
 
 

@@ -19,10 +19,11 @@ from datetime import timedelta
 from apps.iot.device_state import INPUT_COLUMNS
 from apps.iot.outputs import AGGREGATES, ALERTS
 from apps.iot.processor import IotProcessor
+from apps.iot.produce import IOT_GENERATOR
 from apps.iot.quality import reading_suite
 from apps.iot.settings import IotSettings
+from apps.iot.topics import IOT
 from shared.app import AppDefinition, KeyedOperator
-from shared.registry import IOT
 
 
 def processor(settings: IotSettings) -> IotProcessor:
@@ -39,4 +40,5 @@ IOT_APP = AppDefinition(
     quality_suite=reading_suite,
     event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
     description="per-device rolling averages, threshold (hysteresis) and offline alerts",
+    generator=IOT_GENERATOR,
 )

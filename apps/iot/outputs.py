@@ -22,8 +22,8 @@ import pyarrow as pa
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from apps.iot.rolling import Windows
+from apps.iot.topics import IOT
 from shared.json_encode import json_arrays, json_objects
-from shared.registry import IOT
 
 AGGREGATES, ALERTS = IOT.outputs
 AGGREGATE_ROUTE, ALERT_ROUTE, DEAD_LETTER_ROUTE = AGGREGATES.name, ALERTS.name, \

@@ -13,19 +13,32 @@ and one ``Output`` spreads them over ``trading.figures``, ``trading.bars`` and
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from apps.trading.instrument_state import INPUT_COLUMNS
 from apps.trading.processor import TradingProcessor
+from apps.trading.produce import TRADING_GENERATOR
 from apps.trading.quality import inline_trade_suite
 from apps.trading.reference import Instruments
 from apps.trading.settings import TradingRules, TradingSettings
+from apps.trading.topics import TRADING
 from shared.app import AppDefinition, KeyedOperator
-from shared.registry import TRADING
+
+if TYPE_CHECKING:
+    from shared.realtime_runner import RealtimeApp
 
 
 def processor(settings: TradingSettings) -> TradingProcessor:
     scales = Instruments(settings.reference_seed, settings.instruments).scales
     return TradingProcessor(TradingRules.from_settings(settings), scales)
+
+
+def realtime_plan() -> RealtimeApp:
+    """The Real-Time Mode plan (apps/trading/realtime.py), imported only when chosen: it
+    imports this module for TRADING_APP."""
+    from apps.trading.realtime import TRADING_REALTIME
+
+    return TRADING_REALTIME
 
 
 TRADING_APP = AppDefinition(
@@ -38,4 +51,6 @@ TRADING_APP = AppDefinition(
     quality_suite=inline_trade_suite,
     event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
     description="per-instrument VWAPs, moving averages and OHLCV bars (exact decimals)",
+    generator=TRADING_GENERATOR,
+    realtime=realtime_plan,
 )

@@ -15,9 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from apps.trading.oracle_rules import EXTRA_DIGITS
 from apps.trading.reference import price_units
 
+# A VWAP, SMA or EMA has the instrument's scale plus these digits (docs/trading-rules.md).
+# The oracle keeps its own copy: it must not take the rule from the code it checks.
+EXTRA_DIGITS = 4
 ROUNDING = 10 ** EXTRA_DIGITS  # averages carry scale + 4 decimals: x = value * 10**(s+4)
 _SAFE = float(2 ** 62)
 # Plain decimal notation; anything else (exponents, signs, spaces) is parsed one by one

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from shared.registry import TRADING
+from apps.trading.topics import TRADING
 
 FIGURES_ROUTE = TRADING.outputs[0].name
 BARS_ROUTE = TRADING.outputs[1].name

@@ -31,12 +31,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from apps.trading.app import TRADING_APP
-from apps.trading.oracle_rules import EXTRA_DIGITS
+from apps.trading.exact import EXTRA_DIGITS
 from apps.trading.reference import DAY_MS, Instruments
 from apps.trading.settings import TradingSettings, minutes_of_day, seconds_list
+from apps.trading.topics import TRADING
 from shared.kafka_io import DECODE_REASON, EVENT_TIME, SOURCE, dead_letter_envelopes
 from shared.realtime_runner import RealtimeApp
-from shared.registry import TRADING
 from shared.topics import RecordSchema
 
 REASON, STAGE = "_reason", "_stage"

@@ -2,7 +2,7 @@
 record a generated run to such a file.
 
 A file holds one row per record as sent, in arrival order, with the trade schema's
-columns (shared/registry.TRADE; a missing field is null). Prices stay strings in both
+columns (apps/trading/topics.TRADE; a missing field is null). Prices stay strings in both
 formats, so they stay exact. A record whose value is not a JSON object (malformed on
 purpose) has no columns to put it in and is not recorded.
 """

@@ -1,7 +1,7 @@
 """The two pieces of logic the peers are compared on, each tied to its app's bench
 (topic, population, settings) and to what each contender writes.
 
-Every name comes from shared/registry.py and the apps' settings; the Quix apps get
+Every name comes from the apps' topics (apps/<app>/topics.py) and settings; the Quix apps get
 them on their command line (bench/peers/quix_common.py).
 """
 

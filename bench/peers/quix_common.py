@@ -3,7 +3,7 @@ JSON input with event time from the record, and the "accepted records" filter.
 
 Runs in the Quix venv (bench/peers/venvs.py): standard library and quixstreams only.
 Every topic name, field name and threshold comes from the command line, which
-bench/peers/quix_runner.py fills from shared/registry.py and the apps' settings.
+bench/peers/quix_runner.py fills from the apps' topics (apps/<app>/topics.py) and settings.
 
 Accepted records, as close to the apps as Quix allows (docs/fraud-rules.md,
 docs/iot-rules.md): a record that does not decode or lacks a required field is

@@ -17,7 +17,7 @@ from apps.fraud.generator import FaultRates, FraudGenerator, GeneratorConfig, Sc
 from apps.fraud.oracle import AlertIdentity, fraud_alerts
 from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import Thresholds
-from shared.registry import FRAUD
+from apps.fraud.topics import FRAUD
 from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
 from shared.testing.kafka_tools import read_finished
 

@@ -24,7 +24,7 @@ from apps.iot.oracle import (
 from apps.iot.reference import threshold
 from apps.iot.settings import IotSettings
 from apps.iot.thresholds import CLEAR, RAISE, param
-from shared.registry import IOT
+from apps.iot.topics import IOT
 from shared.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.chaos import last_batch_watermark_ms

@@ -25,7 +25,7 @@ from apps.iot.oracle import (
 )
 from apps.iot.screening import OUT_OF_RANGE, SEQ_NOT_INCREASING
 from apps.iot.settings import IotSettings
-from shared.registry import IOT
+from apps.iot.topics import IOT
 from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
 from shared.testing.kafka_tools import read_finished
 

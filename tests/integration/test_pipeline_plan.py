@@ -13,10 +13,10 @@ import re
 
 import pytest
 
-from shared.cli import registered_apps
 from shared.kafka_io import read_topics
 from shared.pipeline import assemble
 from shared.runner import quality_gate
+from shared.testing.apps import apps_under_test
 
 pytestmark = pytest.mark.integration
 
@@ -36,17 +36,17 @@ def whole_plan(spark, app):
     return assemble(raw, app, settings, quality_gate(app, settings), control_raw)
 
 
-@pytest.mark.parametrize("name", sorted(registered_apps()))
+@pytest.mark.parametrize("name", sorted(apps_under_test()))
 def test_every_kafka_scan_is_parsed_once(spark, name):
-    plan = physical_plan(whole_plan(spark, registered_apps()[name]))
+    plan = physical_plan(whole_plan(spark, apps_under_test()[name]))
     scans = len(re.findall(r"StreamingRelation", plan))
     assert scans >= 1
     assert len(re.findall(r"from_json\(", plan)) == scans, plan
 
 
-@pytest.mark.parametrize("name", sorted(n for n, a in registered_apps().items() if a.keyed))
+@pytest.mark.parametrize("name", sorted(n for n, a in apps_under_test().items() if a.keyed))
 def test_a_keyed_app_reads_and_parses_its_input_topic_once(spark, name):
-    app = registered_apps()[name]
+    app = apps_under_test()[name]
     plan = physical_plan(whole_plan(spark, app))
     first_field = app.input_topic.schema.field_names[0]
     assert len(re.findall(rf"from_json\(StructField\({first_field},", plan)) == 1, plan

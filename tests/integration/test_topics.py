@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
+from apps.fraud.topics import FRAUD
 from shared.producer import kafka_producer
-from shared.registry import FRAUD
 from shared.topics import TopicMismatch, TopicSpec, admin_client, describe_config, provision
 
 pytestmark = pytest.mark.integration

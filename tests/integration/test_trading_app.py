@@ -10,11 +10,11 @@ import time
 import pytest
 
 from apps.trading.app import TRADING_APP
-from apps.trading.compare import bars_of, differences, figures_of
 from apps.trading.oracle import bars, figures, judged_trades
+from apps.trading.oracle_compare import bars_of, differences, figures_of
 from apps.trading.reference import Instruments
 from apps.trading.settings import TradingRules, TradingSettings
-from shared.registry import TRADING
+from apps.trading.topics import TRADING
 from shared.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.chaos import last_batch_watermark_ms

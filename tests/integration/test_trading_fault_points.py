@@ -18,10 +18,10 @@ import time
 import pytest
 
 from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
-from apps.trading.run_check import compare_run
+from apps.trading.oracle_run_check import compare_run
+from apps.trading.topics import TRADING
 from shared.processes import alive
 from shared.producer import kafka_producer, send_all
-from shared.registry import TRADING
 from shared.sink import replay_skipped
 from shared.testing.chaos import catch_up, committed_batches
 

@@ -17,8 +17,8 @@ from apps.iot.generator_faults import BAD_REASONS, SANE_EVENT_TIME_MS
 from apps.iot.oracle import offline_alerts, screen, threshold_alerts
 from apps.iot.reference import DEVICE_TYPES, HONEST_SPREAD_SD, METRIC_BY_NAME, METRIC_NAMES
 from apps.iot.settings import IotSettings
+from apps.iot.topics import SENSOR_READING
 from shared.generation.truth import take
-from shared.registry import SENSOR_READING
 
 CONFIG = GeneratorConfig(
     seed=5, events_per_s=8.0, devices=60, chunk_size=1024,

@@ -11,10 +11,10 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pytest
 
-from shared.cli import registered_apps
 from shared.quality import QualityGate, compile_suite
 from shared.quality.cache import compiled_suite, source_digest
 from shared.runner import quality_gate
+from shared.testing.apps import apps_under_test
 
 
 @pytest.fixture()
@@ -85,7 +85,7 @@ def test_parameters_json_would_change_are_not_cached(tmp_path, code):
 
 
 def test_every_app_gate_from_the_cache_equals_the_one_from_its_suite():
-    for app in registered_apps().values():
+    for app in apps_under_test().values():
         if app.quality_suite is None:
             continue
         settings = app.settings_type()

@@ -9,8 +9,8 @@ import pytest
 
 from apps.fraud.settings import FraudSettings
 from shared.faults import FaultPlan
-from shared.registry import APPS, all_topics
 from shared.settings import PlatformSettings, add_arguments, load
+from shared.testing.apps import apps_under_test
 
 
 def test_flag_beats_environment_beats_default():
@@ -46,9 +46,10 @@ def test_fault_plans_parse_and_refuse_nonsense():
 
 
 def test_every_topic_name_is_unique_and_every_app_has_dead_letter_and_late_topics():
-    names = [spec.name for spec in all_topics()]
+    apps = [app.topics for app in apps_under_test().values()]
+    names = [spec.name for app in apps for spec in app.all()]
     assert len(names) == len(set(names))
-    for app in APPS.values():
+    for app in apps:
         assert app.dead_letter.name == f"{app.app}.dead-letter"
         assert app.late.name == f"{app.app}.late"
         for spec in app.inputs:

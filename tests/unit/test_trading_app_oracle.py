@@ -10,10 +10,10 @@ import random
 import pandas as pd
 import pytest
 
-from apps.trading.compare import bars_of, differences, figures_of
 from apps.trading.generator import MarketFaults, TradingConfig, generate
 from apps.trading.harness import TradingHarness
 from apps.trading.oracle import bars, figures, judged_trades
+from apps.trading.oracle_compare import bars_of, differences, figures_of
 from apps.trading.outputs import BARS_ROUTE, DEAD_LETTER_ROUTE, FIGURES_ROUTE
 from apps.trading.settings import TradingSettings
 

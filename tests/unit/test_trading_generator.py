@@ -18,8 +18,8 @@ from apps.trading.oracle import live_trades
 from apps.trading.reference import Instruments, price_units
 from apps.trading.replay import replay_chunks, write_records
 from apps.trading.settings import TradingRules
+from apps.trading.topics import TRADE
 from shared.generation.truth import GeneratedRun, take
-from shared.registry import TRADE
 
 CONFIG = TradingConfig(
     seed=5, events_per_s=200.0, instruments=40, session_open_min=0, session_close_min=10,

@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from apps.fraud.app import FRAUD_APP
+from apps.trading.app import TRADING_APP
 from apps.trading.realtime import TRADING_REALTIME, BarRules
 from apps.trading.settings import TradingSettings
+from apps.trading.topics import TRADING, TRADING_BAR
 from shared.cli import run_app_main
 from shared.realtime_runner import (
     local_slots,
@@ -16,7 +18,6 @@ from shared.realtime_runner import (
     required_task_slots,
     with_enough_slots,
 )
-from shared.registry import TRADING, TRADING_BAR
 
 
 def test_bar_rules_come_from_the_trading_settings():
@@ -54,8 +55,8 @@ def test_the_realtime_topic_is_compacted_and_carries_the_bar_fields():
 
 
 def test_only_apps_that_offer_it_run_in_realtime_mode():
-    assert realtime_app("trading") is TRADING_REALTIME
-    assert realtime_app("fraud") is None
+    assert realtime_app(TRADING_APP) is TRADING_REALTIME
+    assert realtime_app(FRAUD_APP) is None
     with pytest.raises(SystemExit) as refused:
         run_app_main(FRAUD_APP, ["--mode", "realtime"])
     assert refused.value.code == 2

@@ -15,11 +15,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from apps.trading.compare import bars_of, differences, figures_of
 from apps.trading.oracle import bars, figures, live_trades
+from apps.trading.oracle_compare import bars_of, differences, figures_of
 from apps.trading.reference import Instruments
 from apps.trading.settings import TradingRules, TradingSettings
-from shared.registry import TRADING
+from apps.trading.topics import TRADING
 from shared.settings import PlatformSettings
 from shared.testing.chaos import last_batch_watermark_ms
 from shared.testing.kafka_tools import read_finished
