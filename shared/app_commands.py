@@ -24,6 +24,16 @@ def no_arguments(parser: argparse.ArgumentParser) -> None:
     """For a generator or demo with no flags of its own."""
 
 
+def add_fault_arguments(group: argparse._ArgumentGroup, *, disorder_ms: float,
+                        late: float, duplicate: float, bad: float) -> None:
+    """The input faults every generator injects, with the app's own defaults."""
+    group.add_argument("--disorder-ms", type=type(disorder_ms), default=disorder_ms,
+                       help="records arrive up to this long after their event time")
+    group.add_argument("--late-fraction", type=float, default=late)
+    group.add_argument("--duplicate-fraction", type=float, default=duplicate)
+    group.add_argument("--bad-fraction", type=float, default=bad)
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """What every generator is asked for, whatever its app."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shared.app_commands import GeneratorRun, InputGenerator, RunOptions
+from shared.app_commands import GeneratorRun, InputGenerator, RunOptions, add_fault_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,11 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--cards", type=int, default=1_000_000, help="card population")
     group.add_argument("--fraud-per-10k", type=float, default=2.0,
                        help="scenarios of each fraud kind per 10,000 honest transactions")
-    group.add_argument("--disorder-ms", type=int, default=5_000,
-                       help="records arrive up to this long after their event time")
-    group.add_argument("--late-fraction", type=float, default=0.002)
-    group.add_argument("--duplicate-fraction", type=float, default=0.005)
-    group.add_argument("--bad-fraction", type=float, default=0.002)
+    add_fault_arguments(group, disorder_ms=5_000, late=0.002, duplicate=0.005, bad=0.002)
 
 
 def build(args: argparse.Namespace, options: RunOptions) -> GeneratorRun:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shared.app_commands import GeneratorRun, InputGenerator, RunOptions
+from shared.app_commands import GeneratorRun, InputGenerator, RunOptions, add_fault_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,13 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--episodes-per-device-day", type=float, default=0.5,
                        help="hot, stuck and offline episodes of each kind, per device "
                             "and day of event time")
-    group.add_argument("--disorder-ms", type=int, default=5_000,
-                       help="records arrive up to this long after their event time")
     group.add_argument("--max-skew-ms", type=int, default=10_000,
                        help="a skewed device's clock is off by up to this much")
-    group.add_argument("--late-fraction", type=float, default=0.002)
-    group.add_argument("--duplicate-fraction", type=float, default=0.005)
-    group.add_argument("--bad-fraction", type=float, default=0.002)
+    add_fault_arguments(group, disorder_ms=5_000, late=0.002, duplicate=0.005, bad=0.002)
 
 
 def build(args: argparse.Namespace, options: RunOptions) -> GeneratorRun:

@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from shared.app_commands import GeneratorRun, InputGenerator, RunOptions
+from shared.app_commands import GeneratorRun, InputGenerator, RunOptions, add_fault_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,13 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="instruments in the reference list")
     group.add_argument("--reference-seed", type=int, default=0,
                        help="seed of the instrument reference list (the app's too)")
-    group.add_argument("--disorder-ms", type=float, default=5.0,
-                       help="records arrive up to this long after their event time")
+    add_fault_arguments(group, disorder_ms=5.0, late=0.0005, duplicate=0.002, bad=0.001)
     group.add_argument("--cancel-fraction", type=float, default=0.002)
-    group.add_argument("--duplicate-fraction", type=float, default=0.002)
-    group.add_argument("--late-fraction", type=float, default=0.0005)
     group.add_argument("--fat-finger-fraction", type=float, default=0.0005)
-    group.add_argument("--bad-fraction", type=float, default=0.001)
     group.add_argument("--replay", type=Path, default=None, metavar="FILE",
                        help="send a recorded .parquet or .csv file of trades instead")
     # The app's own session settings, so that generator and app agree.

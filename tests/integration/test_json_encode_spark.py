@@ -6,7 +6,6 @@ bit), and Spark's ``from_json`` reads ``json_objects``' text back to the same va
 from __future__ import annotations
 
 import json
-import struct
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from shared.json_encode import json_objects
+from shared.testing.json_compare import same
 
 pytestmark = pytest.mark.integration
 
@@ -23,17 +23,6 @@ STRINGS = ['say "hi"', "back\\slash", "", "é", "😀", "\u2028", "\x7f",
 FLOATS = [0.0, -0.0, 1.0, 0.1, 1e-7, 1e15, 1e16, 1e21, 2.0**53, 5e-324,
           1.7976931348623157e308, 0.30000000000000004, 1 / 3, 12345678.9]
 DDL = "s string, i bigint, f double, b boolean, flag boolean, g double, t tinyint, h double"
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal values of equal types, keys in the same order, floats bit for bit."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return struct.pack("<d", a) == struct.pack("<d", b)
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return a == b
 
 
 def frame_of_every_kind() -> pd.DataFrame:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 import uuid
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 import shared.json_columns as json_columns
 import shared.json_encode as json_encode
 from shared.json_encode import json_arrays, json_objects
+from shared.testing.json_compare import same
 
 TRICKY = ['say "hi"', "back\\slash", "\\u0000 as text", "", "é", "日本", "😀 emoji",
           "\u2028\u2029", "\x7f", "".join(map(chr, range(32))), 'mix "\x00\\\n',
@@ -50,17 +50,6 @@ def expected(frame: pd.DataFrame, columns: list[str], row: int) -> dict[str, Any
         else:
             out[name] = value
     return out
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal values of equal types, keys in the same order, floats bit for bit."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return struct.pack("<d", a) == struct.pack("<d", b)
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return a == b
 
 
 def check(frame: pd.DataFrame, columns: list[str] | None = None) -> pa.Array:
