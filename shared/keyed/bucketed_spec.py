@@ -28,7 +28,7 @@ KEY_HASH_COLUMN = "keyed_hash"  # xxhash64 of the key columns (Spark) or a panda
 DUE_COLUMN = "keyed_due_ms"  # per stored key: when the key must be seen again (wake, expiry)
 # The pipeline's single path (shared/pipeline.py) hands the operator every input record,
 # rejected and late ones too, with where it came from: every extra column costs on every
-# row (pyspark walks transformWithStateInPandas input row by row), so only a rejected
+# row (shuffle, Arrow, pandas; shared/kafka_records.py has the figure), so only a rejected
 # record carries its original bytes (JSON, ``SOURCE_RECORD``); a late one is read back
 # from Kafka by its coordinates (shared/kafka_records.py).
 REJECT_COLUMN = "keyed_reject"  # why the record was rejected upstream; null when valid
