@@ -170,6 +170,8 @@ def _attach_cancels(history: pd.DataFrame, horizon_ms: int) -> pd.DataFrame:
     if not len(cancels):
         return history
     trades = history[kind == TRADE]
+    # Few trades are cancelled: a hash lookup on the id narrows them before the merge.
+    trades = trades[trades["trade_id"].isin(cancels["trade_id"])]
     matched = trades[["instrument", "trade_id", "event_ms"]].reset_index().merge(
         cancels[["instrument", "trade_id", "event_ms"]], on=["instrument", "trade_id"],
         suffixes=("", "_cancel"))

@@ -37,15 +37,20 @@ def cap_history(spec: BucketedSpec, history: pd.DataFrame, kept_keys: pd.Index
     known = history_key_index(history, spec).isin(kept_keys)
     if not known.all():
         history = history[known]
-    key_columns = list(spec.key_columns)
-    codes = _key_numbers(history, key_columns)
+        if not len(history):
+            return history.reset_index(drop=True)
+    codes = _key_numbers(history, list(spec.key_columns))
     order_by = history[history_spec.order_by].to_numpy()
     if not _grouped(codes, order_by):
         # Keys numbered by first appearance: grouping needs no string sort.
-        history = history.take(np.lexsort((order_by, codes)))
+        order = np.lexsort((order_by, codes))
+        history, codes = history.take(order), codes[order]
     history = history.reset_index(drop=True)
-    over = _rank_from_newest(history, key_columns) >= history_spec.max_per_key
-    return history[~over].reset_index(drop=True) if over.any() else history
+    # Counting is O(n) on integers: most calls have no key over its cap and rank nothing.
+    if np.bincount(codes).max() <= history_spec.max_per_key:
+        return history
+    over = _rank_from_newest(codes) >= history_spec.max_per_key
+    return history[~over].reset_index(drop=True)
 
 
 def _key_numbers(history: pd.DataFrame, key_columns: list[str]) -> np.ndarray:
@@ -64,15 +69,14 @@ def _grouped(codes: np.ndarray, order: np.ndarray) -> bool:
     return bool(((codes[1:] == codes[:-1] + 1) | (same & (order[1:] >= order[:-1]))).all())
 
 
-def _rank_from_newest(history: pd.DataFrame, key_columns: list[str]) -> np.ndarray:
-    """0 for each key's last (newest) row, 1 for the one before, ... (rows sorted by key)."""
-    keys = history[key_columns].to_numpy()
-    starts_run = np.ones(len(history), dtype=bool)
-    if len(history) > 1:
-        starts_run[1:] = (keys[1:] != keys[:-1]).any(axis=1)
-    run_end = np.append(np.flatnonzero(starts_run)[1:], len(history)) - 1
+def _rank_from_newest(codes: np.ndarray) -> np.ndarray:
+    """0 for each key's last (newest) row, 1 for the one before, ... (``codes``: each
+    row's key number, rows grouped by key)."""
+    starts_run = np.ones(len(codes), dtype=bool)
+    starts_run[1:] = codes[1:] != codes[:-1]
+    run_end = np.append(np.flatnonzero(starts_run)[1:], len(codes)) - 1
     run_of_row = np.cumsum(starts_run) - 1
-    return run_end[run_of_row] - np.arange(len(history))
+    return run_end[run_of_row] - np.arange(len(codes))
 
 
 def enforce_bucket_cap(spec: BucketedSpec, stored: StoredBucket, bucket: int) -> StoredBucket:

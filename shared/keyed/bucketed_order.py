@@ -19,9 +19,32 @@ def sorted_by(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     """``frame`` stably sorted by ``columns`` (nulls last), with a fresh index."""
     if len(frame) < 2 or not columns:
         return frame.reset_index(drop=True)
-    # np.lexsort sorts by its last key first.
-    order = np.lexsort([_sort_key(frame[name]) for name in reversed(columns)])
-    return frame.take(order).reset_index(drop=True)
+    return frame.take(_order(frame, columns)).reset_index(drop=True)
+
+
+def _order(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """The stable lexicographic order, one column at a time: each column is ranked only
+    among the rows the columns before it leave tied, and once no rows are tied the rest
+    are never read. Ranking strings is the costly part (a sort of their values), and the
+    last columns of an order are usually tie-breakers such as unique ids."""
+    order = np.arange(len(frame))
+    group = np.zeros(len(frame), dtype=np.int64)  # per sorted position: its tie group
+    for name in columns:
+        tied = np.zeros(len(frame), dtype=bool)
+        tied[1:] = group[1:] == group[:-1]
+        tied[:-1] |= tied[1:]
+        if not tied.any():
+            break
+        rows = order[tied]
+        key = _sort_key(pd.Series(frame[name].to_numpy()[rows]))
+        within = np.lexsort((key, group[tied]))  # np.lexsort: the last key is primary
+        order[tied] = rows[within]
+        ranked = np.zeros(len(frame), dtype=key.dtype)
+        ranked[tied] = key[within]
+        starts = np.ones(len(frame), dtype=bool)
+        starts[1:] = (group[1:] != group[:-1]) | (ranked[1:] != ranked[:-1])
+        group = np.cumsum(starts) - 1
+    return order
 
 
 def sortable_columns(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
