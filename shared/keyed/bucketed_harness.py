@@ -66,8 +66,10 @@ class BucketedHarness:
         self._processor, self._output_columns = processor, output_columns
         self._delay_ms = watermark_delay_ms
         self.operator_late = operator_late and self.spec.time_mode == "EventTime"
-        self.late = pd.DataFrame()  # rows the operator sent to the late topic, as given
-        self.rejected = pd.DataFrame()  # rows the operator sent to dead letters
+        # Rows the operator sent to the late topic and to dead letters, as given, per call:
+        # concatenated when read (once per call, the copies would grow with the stream).
+        self._late: list[pd.DataFrame] = []
+        self._rejected: list[pd.DataFrame] = []
         self._offset = 0
         self.handle = MemoryHandle(self.spec.time_mode)
         self.handle.now_ms = processing_time_ms
@@ -107,6 +109,18 @@ class BucketedHarness:
             else:
                 self.watermark_ms = moved_to
         return _concat(outputs)
+
+    @property
+    def late(self) -> pd.DataFrame:
+        """The rows the operator sent to the late topic, as given."""
+        self._late = [_concat(self._late)]
+        return self._late[0]
+
+    @property
+    def rejected(self) -> pd.DataFrame:
+        """The rows the operator sent to dead letters, as given."""
+        self._rejected = [_concat(self._rejected)]
+        return self._rejected[0]
 
     def late_positions(self) -> list[int]:
         """Positions, among every row fed so far (in feeding order), of the rows the
@@ -263,9 +277,9 @@ class BucketedHarness:
             return []
         screened = result.screened
         if screened.late is not None:
-            self.late = _concat([self.late, screened.late])
+            self._late.append(screened.late)
         if screened.rejected is not None:
-            self.rejected = _concat([self.rejected, screened.rejected])
+            self._rejected.append(screened.rejected)
         if result.outputs is None:
             return []
         return [self._runner.layout.shape_outputs(result.outputs)]
