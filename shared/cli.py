@@ -1,5 +1,6 @@
 """The ``statewise`` command: broker up/down/status, topics, run an app, produce, demo.
 
+    statewise --version
     statewise broker up|down|status
     statewise cluster up|down|status      (a local Spark standalone master and workers)
     statewise topics [--app APP]
@@ -10,23 +11,26 @@
     statewise demo [APP]
     statewise report APP [flags]           (for apps that have a report)
 APP: an installed app (the ``statewise.apps`` entry points, shared/app_loader.py).
-Every command prints what it does; ``statewise run APP --help`` lists each setting
-with its environment variable.
+Every command prints what it does; ``statewise COMMAND --help`` lists that command's
+flags, and ``statewise run APP --help`` each setting with its environment variable.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from shared.app import AppDefinition
 from shared.app_loader import registered_apps
 from shared.settings import PlatformSettings, add_arguments, from_namespace
 
 log = logging.getLogger("statewise")
+
+DISTRIBUTION = "statewise"  # pyproject.toml's [project] name: what --version looks up
 
 
 def _setup_logging() -> None:
@@ -101,7 +105,9 @@ def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
 def _broker_main(argv: Sequence[str]) -> int:
     from shared.broker import LocalBroker
 
-    parser = argparse.ArgumentParser(prog="statewise broker")
+    parser = argparse.ArgumentParser(
+        prog="statewise broker", description="the local single-node Kafka broker (KRaft) "
+        "that the commands use by default: start it, stop it, or say whether it runs")
     parser.add_argument("action", choices=["up", "down", "status"])
     args = parser.parse_args(list(argv))
     broker = LocalBroker()
@@ -178,37 +184,88 @@ def _report_main(argv: Sequence[str]) -> int:
     return apps[argv[0]].report(argv[1:])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"broker": _broker_main, "topics": _topics_main, "control": _control_main}
-    if not argv or argv[0] in {"-h", "--help"}:
-        print(__doc__)
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command == "run":
-        apps = registered_apps()
-        if not rest or rest[0] not in apps:
-            print(f"usage: statewise run {{{','.join(sorted(apps))}}} [flags]", file=sys.stderr)
-            return 2
-        return run_app_main(apps[rest[0]], rest[1:])
-    if command == "cluster":
-        from shared.cluster import cluster_main
+def _cluster_main(argv: Sequence[str]) -> int:
+    from shared.cluster import cluster_main
 
-        return cluster_main(rest)
-    if command == "demo":
-        from shared.demo import demo_main
+    return cluster_main(argv)
 
-        return demo_main(rest)
-    if command == "report":
-        return _report_main(rest)
-    if command == "produce":
-        from shared.produce_cli import produce_main
 
-        return produce_main(rest)
-    if command not in commands:
-        print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
+def _produce_main(argv: Sequence[str]) -> int:
+    from shared.produce_cli import produce_main
+
+    return produce_main(argv)
+
+
+def _demo_main(argv: Sequence[str]) -> int:
+    from shared.demo import demo_main
+
+    return demo_main(argv)
+
+
+def _run_main(argv: Sequence[str]) -> int:
+    """``statewise run APP [flags]``: picks the app; the app's own parser reads the flags."""
+    apps = registered_apps()
+    parser = _command_parser(
+        "statewise run", "run an app until Ctrl-C (or, with --available-now, until caught up)",
+        {name: app.description for name, app in apps.items()}, metavar="APP",
+        epilog="statewise run APP --help lists the app's settings, each with its "
+               "environment variable")
+    args, rest = parser.parse_known_args(list(argv))
+    if args.command is None:
+        parser.print_help(sys.stderr)
         return 2
-    return commands[command](rest)
+    return run_app_main(apps[args.command], rest)
+
+
+# name: (what it does, its main). Each main parses the rest of the command line itself.
+COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
+    "broker": ("start, stop or check the local Kafka broker (KRaft)", _broker_main),
+    "cluster": ("start, stop or check a local Spark standalone cluster", _cluster_main),
+    "topics": ("create every app's topics (idempotent)", _topics_main),
+    "run": ("run an app (statewise run APP --help: its settings)", _run_main),
+    "produce": ("send an app's seeded input stream to Kafka, with its ground truth",
+                _produce_main),
+    "control": ("change an app's threshold while it runs", _control_main),
+    "demo": ("live demo: a broker, a producer, an app and its outputs as they come",
+             _demo_main),
+    "report": ("an app's report (for apps that have one)", _report_main),
+}
+
+
+def _command_parser(prog: str, description: str, commands: Mapping[str, str],
+                    metavar: str = "COMMAND", epilog: str | None = None
+                    ) -> argparse.ArgumentParser:
+    """A parser that picks a command and leaves the rest of the line to the command's own
+    parser: so ``prog COMMAND --help`` shows that command's flags only, and the settings'
+    environment variables and the apps are read only by a command that uses them."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
+    choices = parser.add_subparsers(dest="command", metavar=metavar, title="commands")
+    for name, summary in commands.items():
+        # No flags, not even -h: parse_known_args hands everything after the name over.
+        choices.add_parser(name, help=summary, add_help=False)
+    return parser
+
+
+def installed_version() -> str:
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: run scripts/bootstrap)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _command_parser(
+        "statewise", "Stateful streaming apps on Spark Structured Streaming and Kafka.",
+        {name: summary for name, (summary, _) in COMMANDS.items()},
+        epilog="statewise COMMAND --help lists that command's flags")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {installed_version()}")
+    args, rest = parser.parse_known_args(None if argv is None else list(argv))
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    _summary, command_main = COMMANDS[args.command]
+    return command_main(rest)
 
 
 if __name__ == "__main__":
