@@ -26,7 +26,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from shared.app import AppDefinition
 from shared.app_loader import registered_apps
-from shared.settings import PlatformSettings, add_arguments, from_namespace
+from shared.settings import (
+    EnvironmentValueError,
+    PlatformSettings,
+    add_arguments,
+    from_namespace,
+)
 
 log = logging.getLogger("statewise")
 
@@ -265,7 +270,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     _summary, command_main = COMMANDS[args.command]
-    return command_main(rest)
+    try:
+        return command_main(rest)
+    except EnvironmentValueError as error:  # a usage error, as argparse's are: exit 2
+        print(f"statewise: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

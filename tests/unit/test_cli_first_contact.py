@@ -11,6 +11,7 @@ import pytest
 
 from apps.fraud.settings import FraudSettings
 from shared import cli
+from shared.settings import EnvironmentValueError, PlatformSettings, load
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
@@ -72,3 +73,26 @@ def test_run_app_help_lists_every_setting_with_its_environment_variable(capsys):
     assert code == 0
     for field in dataclasses.fields(FraudSettings):
         assert field.metadata["env"] in printed, field.name
+
+
+@pytest.mark.parametrize(("variable", "value", "argv", "problem"), [
+    ("FRAUD_STATE_BUCKETS", "abc", ["run", "fraud", "--help"], "not an integer"),
+    ("STATEWISE_MAX_OFFSETS_PER_TRIGGER", "x", ["topics"], "not an integer"),
+    ("STATEWISE_QUALITY_INTERVAL_S", "often", ["control", "fraud", "velocity_count", "4"],
+     "not a number"),
+    ("STATEWISE_SPARK_UI", "maybe", ["produce", "fraud", "--count", "1"],
+     "not a boolean (1/0, true/false, yes/no, on/off)"),
+])
+def test_a_bad_environment_value_is_one_line_naming_its_variable(variable, value, argv,
+                                                                   problem, monkeypatch, capsys):
+    monkeypatch.setenv(variable, value)
+    code, printed = run_cli(argv, capsys)
+    assert code == 2
+    assert printed.splitlines() == [f"statewise: environment variable {variable}={value!r}: "
+                                    f"{problem}"]
+
+
+def test_settings_loaded_by_a_library_name_the_bad_variable_too():
+    with pytest.raises(EnvironmentValueError, match="STATEWISE_STATE_PARTITIONS='four'") as bad:
+        load(PlatformSettings, [], {"STATEWISE_STATE_PARTITIONS": "four"})
+    assert bad.value.variable == "STATEWISE_STATE_PARTITIONS"
