@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from shared.app import AppDefinition
 from shared.app_loader import registered_apps
@@ -32,10 +33,15 @@ from shared.settings import (
     add_arguments,
     from_namespace,
 )
+from shared.topics import BrokerUnreachable
+
+if TYPE_CHECKING:
+    from shared.realtime_runner import RealtimeApp
 
 log = logging.getLogger("statewise")
 
 DISTRIBUTION = "statewise"  # pyproject.toml's [project] name: what --version looks up
+START_A_BROKER = "start a local one with 'statewise broker up' (or 'make broker-up')"
 
 
 def _setup_logging() -> None:
@@ -48,6 +54,20 @@ def _setup_logging() -> None:
 def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     """Run one app until Ctrl-C (or, with --available-now, until caught up)."""
     _setup_logging()
+    parser = _run_parser(app)
+    args = parser.parse_args(list(argv))
+    settings = from_namespace(app.settings_type, args)
+    realtime = _realtime_plan(parser, app, args.available_now) \
+        if args.mode == "realtime" else None
+    _require_broker(settings)
+    if realtime is not None:
+        from shared.realtime_runner import run_realtime
+
+        return run_realtime(realtime, settings)
+    return _run_micro_batches(app, settings, args.available_now)
+
+
+def _run_parser(app: AppDefinition) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"statewise run {app.name}",
                                      description=app.description)
     parser.add_argument("--available-now", action="store_true",
@@ -56,11 +76,10 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
                         help="realtime: Spark's Real-Time Mode, for apps that offer it "
                              "(what it computes: see the app's README)")
     add_arguments(parser, app.settings_type, os.environ)
-    args = parser.parse_args(list(argv))
-    settings = from_namespace(app.settings_type, args)
-    if args.mode == "realtime":
-        return _run_realtime(parser, app, settings, args.available_now)
+    return parser
 
+
+def _run_micro_batches(app: AppDefinition, settings, available_now: bool) -> int:
     from shared.quality_sampling import start_quality_monitor
     from shared.runner import run_until_stopped, start, worker_modules
     from shared.spark import build_session, start_python_workers
@@ -73,8 +92,8 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     log.info("%s: Spark session up", app.name)
     start_python_workers(spark)
     _add_metrics_listener(spark, settings)
-    running = start(spark, app, settings, available_now=args.available_now)
-    monitor = None if args.available_now or app.quality_suite is None else \
+    running = start(spark, app, settings, available_now=available_now)
+    monitor = None if available_now or app.quality_suite is None else \
         start_quality_monitor(spark, app, settings)
     log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
     try:
@@ -90,15 +109,24 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     return 0
 
 
-def _run_realtime(parser: argparse.ArgumentParser, app: AppDefinition, settings,
-                  available_now: bool) -> int:
-    from shared.realtime_runner import realtime_app, run_realtime
+def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
+                   available_now: bool) -> RealtimeApp:
+    from shared.realtime_runner import realtime_app
 
     rt = realtime_app(app)
     if rt is None or available_now:
         parser.error(f"{app.name} offers no Real-Time Mode" if rt is None
                      else "--available-now is a micro-batch trigger")
-    return run_realtime(rt, settings)
+    return rt
+
+
+def _require_broker(settings: PlatformSettings) -> None:
+    """Before a command uses Kafka: BrokerUnreachable, which main() reports, when no broker
+    answers (security settings applied, so that a secured cluster can answer)."""
+    from shared.kafka_io import client_properties
+    from shared.topics import require_broker
+
+    require_broker(settings.bootstrap_servers, client_properties(settings))
 
 
 def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
@@ -139,6 +167,7 @@ def _topics_main(argv: Sequence[str]) -> int:
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(PlatformSettings, args)
+    _require_broker(settings)
     apps = registered_apps()
     specs = [s for name, a in apps.items() if args.app in (None, name) for s in a.topics.all()]
     created = provision(admin_client(settings.bootstrap_servers), specs, settings.topic_prefix)
@@ -168,6 +197,7 @@ def _control_main(argv: Sequence[str]) -> int:
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(PlatformSettings, args)
+    _require_broker(settings)
     spec = apps[args.app].topics.control
     provision(admin_client(settings.bootstrap_servers), [spec], settings.topic_prefix)
     version = args.version if args.version is not None else int(time.time() * 1000)
@@ -275,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EnvironmentValueError as error:  # a usage error, as argparse's are: exit 2
         print(f"statewise: {error}", file=sys.stderr)
         return 2
+    except BrokerUnreachable as error:
+        print(f"statewise: {error}; {START_A_BROKER}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
 from apps.fraud.settings import FraudSettings
 from shared import cli
-from shared.settings import EnvironmentValueError, PlatformSettings, load
+from shared.processes import free_port
+from shared.settings import REPO_ROOT, EnvironmentValueError, PlatformSettings, load
+from shared.topics import BrokerUnreachable, require_broker
+
+FIRST_CONTACT_S = 5.0  # a missing broker is reported within this, whatever the command
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
@@ -96,3 +104,38 @@ def test_settings_loaded_by_a_library_name_the_bad_variable_too():
     with pytest.raises(EnvironmentValueError, match="STATEWISE_STATE_PARTITIONS='four'") as bad:
         load(PlatformSettings, [], {"STATEWISE_STATE_PARTITIONS": "four"})
     assert bad.value.variable == "STATEWISE_STATE_PARTITIONS"
+
+
+@pytest.mark.parametrize("argv", [
+    ["topics"], ["control", "fraud", "velocity_count", "4"], ["produce", "fraud", "--count", "1"],
+    ["run", "fraud"], ["run", "trading", "--mode", "realtime"],
+], ids=lambda argv: " ".join(argv[:2]))
+def test_a_missing_broker_is_one_line_with_the_command_that_starts_one(argv, capsys):
+    servers = f"127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.monotonic()
+    code, printed = run_cli([*argv, "--bootstrap-servers", servers], capsys)
+    assert time.monotonic() - started < FIRST_CONTACT_S
+    assert code == 1
+    (line,) = printed.splitlines()
+    assert line.startswith(f"statewise: no Kafka broker answers at {servers} (")
+    assert "Connection refused" in line and "statewise broker up" in line
+
+
+def test_the_command_itself_prints_no_traceback_and_no_client_log():
+    servers = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "shared.cli", "topics", "--bootstrap-servers",
+                           servers], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - started < FIRST_CONTACT_S
+    assert done.returncode == 1 and done.stdout == ""
+    (line,) = done.stderr.splitlines()  # librdkafka would add a line per retry
+    assert line.startswith(f"statewise: no Kafka broker answers at {servers}")
+
+
+def test_a_broker_that_accepts_but_never_answers_is_given_up_on_after_the_timeout():
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # connects, never replies
+        servers = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(BrokerUnreachable, match=f"at {servers} .*after 0.5 s"):
+            require_broker(servers, timeout_s=0.5)
+        assert 0.5 <= time.monotonic() - started < 2.0
