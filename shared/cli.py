@@ -191,11 +191,15 @@ def _control_main(argv: Sequence[str]) -> int:
                                      description="change a threshold while the app runs")
     parser.add_argument("app", choices=sorted(apps))
     parser.add_argument("param", help="a threshold the app reads from its control topic "
-                                      "(see the app's README)")
+                                      "(see the app's README; a wrong one lists them)")
     parser.add_argument("value", type=float)
     parser.add_argument("--version", type=int, default=None, help="default: now in ms")
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
+    known = apps[args.app].control_params
+    if args.param not in known:  # the app would keep it and ignore it: say so now
+        parser.exit(2, f"{parser.prog}: {args.app} has no control parameter "
+                       f"{args.param!r}; it has: {', '.join(known)}\n")
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
     spec = apps[args.app].topics.control

@@ -11,12 +11,19 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 
+from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
+from apps.fraud.thresholds import Thresholds
+from apps.iot import thresholds as iot_thresholds
+from apps.iot.app import IOT_APP
 from shared import cli
+from shared.keyed.bucketed import BucketContext
 from shared.processes import free_port
 from shared.settings import REPO_ROOT, EnvironmentValueError, PlatformSettings, load
+from shared.testing.canary import CANARY
 from shared.topics import BrokerUnreachable, require_broker
 
 FIRST_CONTACT_S = 5.0  # a missing broker is reported within this, whatever the command
@@ -139,3 +146,44 @@ def test_a_broker_that_accepts_but_never_answers_is_given_up_on_after_the_timeou
         with pytest.raises(BrokerUnreachable, match=f"at {servers} .*after 0.5 s"):
             require_broker(servers, timeout_s=0.5)
         assert 0.5 <= time.monotonic() - started < 2.0
+
+
+@pytest.mark.parametrize("app", [FRAUD_APP, IOT_APP], ids=lambda app: app.name)
+def test_control_refuses_a_parameter_the_app_does_not_know_before_touching_kafka(app, capsys):
+    servers = f"127.0.0.1:{free_port()}"  # were Kafka asked, the command would exit 1
+    code, printed = run_cli(["control", app.name, "no_such_param", "4",
+                             "--bootstrap-servers", servers], capsys)
+    assert code == 2
+    assert printed.splitlines() == [
+        f"statewise control: {app.name} has no control parameter 'no_such_param'; "
+        f"it has: {', '.join(app.control_params)}"]
+
+
+def control_context(values: dict[str, float]) -> BucketContext:
+    """A bucket whose latest control records set ``values`` (param -> value)."""
+    control = pd.DataFrame({"value": list(values.values()), "version": 1},
+                           index=pd.Index(list(values), name="param"))
+    return BucketContext(bucket=0, watermark_ms=-1, processing_time_ms=-1, control=control,
+                         last_event_ms=pd.Series(dtype="int64"))
+
+
+def test_every_fraud_parameter_control_accepts_changes_a_threshold():
+    values = {name: 1000.0 + i for i, name in enumerate(FRAUD_APP.control_params)}
+    changed = Thresholds.from_settings(FraudSettings()).overridden(control_context(values))
+    assert {name: getattr(changed, name) for name in values} == values
+
+
+def test_every_iot_parameter_control_accepts_changes_a_level():
+    values = {name: (1000.0 if name.startswith(iot_thresholds.RAISE) else -1000.0) - i
+              for i, name in enumerate(IOT_APP.control_params)}
+    table = iot_thresholds.levels(control_context(values))
+    used = {iot_thresholds.param(level, *pair.split(":")): table.at[pair, level]
+            for pair in table.index for level in (iot_thresholds.RAISE, iot_thresholds.CLEAR)}
+    assert used == values
+
+
+def test_an_app_declares_control_parameters_exactly_when_it_has_a_control_topic():
+    with pytest.raises(ValueError, match="control_params"):
+        dataclasses.replace(CANARY, control_params=("threshold",))
+    with pytest.raises(ValueError, match="control_params"):
+        dataclasses.replace(FRAUD_APP, control_params=())
