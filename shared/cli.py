@@ -161,14 +161,14 @@ def _broker_main(argv: Sequence[str]) -> int:
 def _topics_main(argv: Sequence[str]) -> int:
     from shared.topics import admin_client, provision
 
+    apps = registered_apps()
     parser = argparse.ArgumentParser(prog="statewise topics",
                                      description="create every app's topics (idempotent)")
-    parser.add_argument("--app", choices=sorted(registered_apps()), default=None)
+    parser.add_argument("--app", choices=sorted(apps), default=None)
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
-    apps = registered_apps()
     specs = [s for name, a in apps.items() if args.app in (None, name) for s in a.topics.all()]
     created = provision(admin_client(settings.bootstrap_servers), specs, settings.topic_prefix)
     for spec in specs:
