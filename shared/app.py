@@ -124,10 +124,16 @@ class AppDefinition:
     realtime: Callable[[], RealtimeApp] | None = None
     # ``statewise demo APP``: how the demo feeds the app and prints it. None: no demo.
     demo: DemoSpec | None = None
+    # ``statewise control APP PARAM VALUE``: the params the app reads from its control
+    # topic. It keeps others but ignores them, so the command refuses them instead.
+    control_params: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.build is None) == (self.keyed is None):
             raise ValueError(f"app {self.name!r}: declare exactly one of build and keyed")
+        if bool(self.control_params) != (self.topics.control is not None):
+            raise ValueError(f"app {self.name!r}: declare control_params if and only if its "
+                             "topics have a control topic")
 
     @property
     def input_topic(self) -> TopicSpec:

@@ -1,5 +1,6 @@
 """The ``statewise`` command: broker up/down/status, topics, run an app, produce, demo.
 
+    statewise --version
     statewise broker up|down|status
     statewise cluster up|down|status      (a local Spark standalone master and workers)
     statewise topics [--app APP]
@@ -10,23 +11,37 @@
     statewise demo [APP]
     statewise report APP [flags]           (for apps that have a report)
 APP: an installed app (the ``statewise.apps`` entry points, shared/app_loader.py).
-Every command prints what it does; ``statewise run APP --help`` lists each setting
-with its environment variable.
+Every command prints what it does; ``statewise COMMAND --help`` lists that command's
+flags, and ``statewise run APP --help`` each setting with its environment variable.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from shared.app import AppDefinition
 from shared.app_loader import registered_apps
-from shared.settings import PlatformSettings, add_arguments, from_namespace
+from shared.settings import (
+    EnvironmentValueError,
+    PlatformSettings,
+    add_arguments,
+    from_namespace,
+)
+from shared.topics import BrokerUnreachable
+
+if TYPE_CHECKING:
+    from shared.realtime_runner import RealtimeApp
 
 log = logging.getLogger("statewise")
+
+DISTRIBUTION = "statewise"  # pyproject.toml's [project] name: what --version looks up
+START_A_BROKER = "start a local one with 'statewise broker up' (or 'make broker-up')"
 
 
 def _setup_logging() -> None:
@@ -39,6 +54,20 @@ def _setup_logging() -> None:
 def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     """Run one app until Ctrl-C (or, with --available-now, until caught up)."""
     _setup_logging()
+    parser = _run_parser(app)
+    args = parser.parse_args(list(argv))
+    settings = from_namespace(app.settings_type, args)
+    realtime = _realtime_plan(parser, app, args.available_now) \
+        if args.mode == "realtime" else None
+    _require_broker(settings)
+    if realtime is not None:
+        from shared.realtime_runner import run_realtime
+
+        return run_realtime(realtime, settings)
+    return _run_micro_batches(app, settings, args.available_now)
+
+
+def _run_parser(app: AppDefinition) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"statewise run {app.name}",
                                      description=app.description)
     parser.add_argument("--available-now", action="store_true",
@@ -47,11 +76,10 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
                         help="realtime: Spark's Real-Time Mode, for apps that offer it "
                              "(what it computes: see the app's README)")
     add_arguments(parser, app.settings_type, os.environ)
-    args = parser.parse_args(list(argv))
-    settings = from_namespace(app.settings_type, args)
-    if args.mode == "realtime":
-        return _run_realtime(parser, app, settings, args.available_now)
+    return parser
 
+
+def _run_micro_batches(app: AppDefinition, settings, available_now: bool) -> int:
     from shared.quality_sampling import start_quality_monitor
     from shared.runner import run_until_stopped, start, worker_modules
     from shared.spark import build_session, start_python_workers
@@ -64,8 +92,8 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     log.info("%s: Spark session up", app.name)
     start_python_workers(spark)
     _add_metrics_listener(spark, settings)
-    running = start(spark, app, settings, available_now=args.available_now)
-    monitor = None if args.available_now or app.quality_suite is None else \
+    running = start(spark, app, settings, available_now=available_now)
+    monitor = None if available_now or app.quality_suite is None else \
         start_quality_monitor(spark, app, settings)
     log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
     try:
@@ -81,15 +109,24 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     return 0
 
 
-def _run_realtime(parser: argparse.ArgumentParser, app: AppDefinition, settings,
-                  available_now: bool) -> int:
-    from shared.realtime_runner import realtime_app, run_realtime
+def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
+                   available_now: bool) -> RealtimeApp:
+    from shared.realtime_runner import realtime_app
 
     rt = realtime_app(app)
     if rt is None or available_now:
         parser.error(f"{app.name} offers no Real-Time Mode" if rt is None
                      else "--available-now is a micro-batch trigger")
-    return run_realtime(rt, settings)
+    return rt
+
+
+def _require_broker(settings: PlatformSettings) -> None:
+    """Before a command uses Kafka: BrokerUnreachable, which main() reports, when no broker
+    answers (security settings applied, so that a secured cluster can answer)."""
+    from shared.kafka_io import client_properties
+    from shared.topics import require_broker
+
+    require_broker(settings.bootstrap_servers, client_properties(settings))
 
 
 def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
@@ -101,7 +138,9 @@ def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
 def _broker_main(argv: Sequence[str]) -> int:
     from shared.broker import LocalBroker
 
-    parser = argparse.ArgumentParser(prog="statewise broker")
+    parser = argparse.ArgumentParser(
+        prog="statewise broker", description="the local single-node Kafka broker (KRaft) "
+        "that the commands use by default: start it, stop it, or say whether it runs")
     parser.add_argument("action", choices=["up", "down", "status"])
     args = parser.parse_args(list(argv))
     broker = LocalBroker()
@@ -122,13 +161,14 @@ def _broker_main(argv: Sequence[str]) -> int:
 def _topics_main(argv: Sequence[str]) -> int:
     from shared.topics import admin_client, provision
 
+    apps = registered_apps()
     parser = argparse.ArgumentParser(prog="statewise topics",
                                      description="create every app's topics (idempotent)")
-    parser.add_argument("--app", choices=sorted(registered_apps()), default=None)
+    parser.add_argument("--app", choices=sorted(apps), default=None)
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(PlatformSettings, args)
-    apps = registered_apps()
+    _require_broker(settings)
     specs = [s for name, a in apps.items() if args.app in (None, name) for s in a.topics.all()]
     created = provision(admin_client(settings.bootstrap_servers), specs, settings.topic_prefix)
     for spec in specs:
@@ -151,12 +191,17 @@ def _control_main(argv: Sequence[str]) -> int:
                                      description="change a threshold while the app runs")
     parser.add_argument("app", choices=sorted(apps))
     parser.add_argument("param", help="a threshold the app reads from its control topic "
-                                      "(see the app's README)")
+                                      "(see the app's README; a wrong one lists them)")
     parser.add_argument("value", type=float)
     parser.add_argument("--version", type=int, default=None, help="default: now in ms")
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
+    known = apps[args.app].control_params
+    if args.param not in known:  # the app would keep it and ignore it: say so now
+        parser.exit(2, f"{parser.prog}: {args.app} has no control parameter "
+                       f"{args.param!r}; it has: {', '.join(known)}\n")
     settings = from_namespace(PlatformSettings, args)
+    _require_broker(settings)
     spec = apps[args.app].topics.control
     provision(admin_client(settings.bootstrap_servers), [spec], settings.topic_prefix)
     version = args.version if args.version is not None else int(time.time() * 1000)
@@ -178,37 +223,95 @@ def _report_main(argv: Sequence[str]) -> int:
     return apps[argv[0]].report(argv[1:])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"broker": _broker_main, "topics": _topics_main, "control": _control_main}
-    if not argv or argv[0] in {"-h", "--help"}:
-        print(__doc__)
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command == "run":
-        apps = registered_apps()
-        if not rest or rest[0] not in apps:
-            print(f"usage: statewise run {{{','.join(sorted(apps))}}} [flags]", file=sys.stderr)
-            return 2
-        return run_app_main(apps[rest[0]], rest[1:])
-    if command == "cluster":
-        from shared.cluster import cluster_main
+def _cluster_main(argv: Sequence[str]) -> int:
+    from shared.cluster import cluster_main
 
-        return cluster_main(rest)
-    if command == "demo":
-        from shared.demo import demo_main
+    return cluster_main(argv)
 
-        return demo_main(rest)
-    if command == "report":
-        return _report_main(rest)
-    if command == "produce":
-        from shared.produce_cli import produce_main
 
-        return produce_main(rest)
-    if command not in commands:
-        print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
+def _produce_main(argv: Sequence[str]) -> int:
+    from shared.produce_cli import produce_main
+
+    return produce_main(argv)
+
+
+def _demo_main(argv: Sequence[str]) -> int:
+    from shared.demo import demo_main
+
+    return demo_main(argv)
+
+
+def _run_main(argv: Sequence[str]) -> int:
+    """``statewise run APP [flags]``: picks the app; the app's own parser reads the flags."""
+    apps = registered_apps()
+    parser = _command_parser(
+        "statewise run", "run an app until Ctrl-C (or, with --available-now, until caught up)",
+        {name: app.description for name, app in apps.items()}, metavar="APP",
+        epilog="statewise run APP --help lists the app's settings, each with its "
+               "environment variable")
+    args, rest = parser.parse_known_args(list(argv))
+    if args.command is None:
+        parser.print_help(sys.stderr)
         return 2
-    return commands[command](rest)
+    return run_app_main(apps[args.command], rest)
+
+
+# name: (what it does, its main). Each main parses the rest of the command line itself.
+COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
+    "broker": ("start, stop or check the local Kafka broker (KRaft)", _broker_main),
+    "cluster": ("start, stop or check a local Spark standalone cluster", _cluster_main),
+    "topics": ("create every app's topics (idempotent)", _topics_main),
+    "run": ("run an app (statewise run APP --help: its settings)", _run_main),
+    "produce": ("send an app's seeded input stream to Kafka, with its ground truth",
+                _produce_main),
+    "control": ("change an app's threshold while it runs", _control_main),
+    "demo": ("live demo: a broker, a producer, an app and its outputs as they come",
+             _demo_main),
+    "report": ("an app's report (for apps that have one)", _report_main),
+}
+
+
+def _command_parser(prog: str, description: str, commands: Mapping[str, str],
+                    metavar: str = "COMMAND", epilog: str | None = None
+                    ) -> argparse.ArgumentParser:
+    """A parser that picks a command and leaves the rest of the line to the command's own
+    parser: so ``prog COMMAND --help`` shows that command's flags only, and the settings'
+    environment variables and the apps are read only by a command that uses them."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
+    choices = parser.add_subparsers(dest="command", metavar=metavar, title="commands")
+    for name, summary in commands.items():
+        # No flags, not even -h: parse_known_args hands everything after the name over.
+        choices.add_parser(name, help=summary, add_help=False)
+    return parser
+
+
+def installed_version() -> str:
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: run scripts/bootstrap)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _command_parser(
+        "statewise", "Stateful streaming apps on Spark Structured Streaming and Kafka.",
+        {name: summary for name, (summary, _) in COMMANDS.items()},
+        epilog="statewise COMMAND --help lists that command's flags")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {installed_version()}")
+    args, rest = parser.parse_known_args(None if argv is None else list(argv))
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    _summary, command_main = COMMANDS[args.command]
+    try:
+        return command_main(rest)
+    except EnvironmentValueError as error:  # a usage error, as argparse's are: exit 2
+        print(f"statewise: {error}", file=sys.stderr)
+        return 2
+    except BrokerUnreachable as error:
+        print(f"statewise: {error}; {START_A_BROKER}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

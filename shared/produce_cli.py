@@ -112,12 +112,21 @@ def produce_main(argv: Sequence[str], clock: Clock = time.time) -> int:
     app = apps[argv[0]]
     args = _parser(app).parse_args(argv[1:])
     settings = from_namespace(PlatformSettings, args)
+    _require_broker(settings)
     event_rate = args.event_rate or args.rate or DEFAULT_EVENT_RATE
     start_ms = int(clock() * 1000) if args.start_time_ms is None else args.start_time_ms
     options = RunOptions(args.seed, start_ms, event_rate)
     run = app.generator.build(args, options)
     topic = _provision(app, settings)
     return _produce(app.name, run, topic, options, args, settings, clock)
+
+
+def _require_broker(settings: PlatformSettings) -> None:
+    """BrokerUnreachable, which ``statewise`` reports as one line, when no broker answers."""
+    from shared.kafka_io import client_properties
+    from shared.topics import require_broker
+
+    require_broker(settings.bootstrap_servers, client_properties(settings))
 
 
 def _provision(app: AppDefinition, settings: PlatformSettings) -> str:

@@ -83,6 +83,14 @@ def _unwrap_optional(tp: Any) -> Any:
     return tp
 
 
+class EnvironmentValueError(ValueError):
+    """An environment variable holds a value its setting cannot take."""
+
+    def __init__(self, variable: str, value: str, problem: str) -> None:
+        super().__init__(f"environment variable {variable}={value!r}: {problem}")
+        self.variable = variable
+
+
 def _parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in {"1", "true", "yes", "on"}:
@@ -90,6 +98,11 @@ def _parse_bool(text: str) -> bool:
     if lowered in {"0", "false", "no", "off", ""}:
         return False
     raise ValueError(f"not a boolean: {text!r}")
+
+
+# What a value that a converter refuses is not (str and Path take any text).
+_NOT_A = {int: "not an integer", float: "not a number",
+          _parse_bool: "not a boolean (1/0, true/false, yes/no, on/off)"}
 
 
 def _converter(tp: Any):
@@ -105,14 +118,25 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _from_environment(variable: str, convert: Any, environ: Mapping[str, str]) -> Any:
+    """The variable's value as its setting's type. It becomes the flag's default when the
+    parser is built, before argparse reads anything (even --help), so argparse cannot report
+    it: the error names the variable instead."""
+    try:
+        return convert(environ[variable])
+    except ValueError:
+        raise EnvironmentValueError(variable, environ[variable], _NOT_A[convert]) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[str, str]) -> None:
-    """Add one flag per setting of ``cls``; defaults come from ``environ`` when set there."""
+    """Add one flag per setting of ``cls``; defaults come from ``environ`` when set there.
+    Raises :class:`EnvironmentValueError` for a value there its setting cannot take."""
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(f"{cls.__name__} (flag, environment variable)")
     for field in dataclasses.fields(cls):
         env = field.metadata["env"]
         convert = _converter(hints[field.name])
-        default = convert(environ[env]) if env in environ else field.default
+        default = _from_environment(env, convert, environ) if env in environ else field.default
         group.add_argument(
             _flag(field.name), dest=field.name, type=convert, default=default,
             metavar=env, help=f"{field.metadata['help']} [env {env}; default {field.default}]")

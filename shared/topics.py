@@ -10,15 +10,27 @@ recreated, and a partition count that differs from the spec is reported.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from pyspark.sql.types import DataType, StructField, StructType
 
 log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
+
+# How long a command waits for a broker's metadata before saying none answers: ample for a
+# remote cluster's TLS and SASL handshakes, and a person sees the error within 5 s, where
+# the client alone would retry (and log every retry) for as long as it is asked to.
+BROKER_PROBE_TIMEOUT_S = 3.0
+PROBE_STEP_S = 0.2  # how often the probe looks at the errors the client has met
+# "All brokers down" is not the answer yet before this: a name can resolve to several
+# addresses (localhost: ::1 and 127.0.0.1) and the client tries one per connection
+# attempt; its next attempts (backoff 0.1 s, doubling) reach the others within a second.
+ALL_DOWN_GRACE_S = 1.0
 
 
 def nullable_struct(*fields: tuple[str, DataType]) -> StructType:
@@ -80,8 +92,43 @@ class TopicMismatch(RuntimeError):
     """An existing topic differs from its spec in a way provisioning cannot fix."""
 
 
+class BrokerUnreachable(ConnectionError):
+    """No broker of ``bootstrap_servers`` answered a metadata request."""
+
+    def __init__(self, bootstrap_servers: str, reason: str) -> None:
+        super().__init__(f"no Kafka broker answers at {bootstrap_servers} ({reason})")
+        self.bootstrap_servers = bootstrap_servers
+
+
 def admin_client(bootstrap_servers: str, client_config: dict[str, str] | None = None):
     return AdminClient({"bootstrap.servers": bootstrap_servers, **(client_config or {})})
+
+
+def require_broker(bootstrap_servers: str, client_config: dict[str, str] | None = None,
+                   timeout_s: float = BROKER_PROBE_TIMEOUT_S) -> None:
+    """Raise :class:`BrokerUnreachable` unless the cluster lists its topics within
+    ``timeout_s``; sooner (after ``ALL_DOWN_GRACE_S``) when the client finds every bootstrap
+    server down, as a refused connection does. What a command checks before using Kafka."""
+    errors: list[KafkaError] = []
+    # log_level 0 (emergencies only): librdkafka would print a line to stderr per failed
+    # connection attempt, twenty a second. Its errors go to error_cb instead, which
+    # poll() serves, and the first one becomes the reason given.
+    probe = AdminClient({"bootstrap.servers": bootstrap_servers, **(client_config or {}),
+                         "log_level": 0, "error_cb": errors.append})
+    started = time.monotonic()
+    while True:
+        waited = time.monotonic() - started
+        try:
+            probe.list_topics(timeout=max(0.01, min(PROBE_STEP_S, timeout_s - waited)))
+            return
+        except KafkaException as failure:
+            probe.poll(0)
+            waited = time.monotonic() - started
+            all_down = any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in errors)
+            if waited >= timeout_s or (all_down and waited >= ALL_DOWN_GRACE_S):
+                reason = errors[0].str() if errors else \
+                    f"{failure.args[0].str()}, after {timeout_s:g} s"
+                raise BrokerUnreachable(bootstrap_servers, reason) from None
 
 
 def provision(admin: AdminClient, specs: Iterable[TopicSpec], prefix: str = "",
@@ -125,8 +172,6 @@ def _wait_visible(admin: AdminClient, names: list[str], timeout_s: float) -> Non
     and the broker acknowledges the re-sent first records as duplicates
     (confluentinc/librdkafka#3712). ListOffsets is served by the partition's leader, so it
     succeeds only once the partition exists there."""
-    import time
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         topics = admin.list_topics(timeout=timeout_s).topics

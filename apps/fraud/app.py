@@ -18,7 +18,7 @@ from apps.fraud.produce import FRAUD_GENERATOR
 from apps.fraud.quality import transaction_suite
 from apps.fraud.report import report_main
 from apps.fraud.settings import FraudSettings
-from apps.fraud.thresholds import Thresholds, lateness_ms
+from apps.fraud.thresholds import CONTROL_PARAMS, Thresholds, lateness_ms
 from apps.fraud.topics import FRAUD
 from shared.app import AppDefinition, KeyedOperator
 
@@ -40,4 +40,5 @@ FRAUD_APP = AppDefinition(
     generator=FRAUD_GENERATOR,
     report=report_main,
     demo=FRAUD_DEMO,
+    control_params=CONTROL_PARAMS,
 )

@@ -76,5 +76,9 @@ class Thresholds:
                    allowed_lateness_ms)
 
 
+# What ``statewise control fraud PARAM VALUE`` takes: a field of Thresholds, in its units.
+CONTROL_PARAMS = tuple(field.name for field in dataclasses.fields(Thresholds))
+
+
 def lateness_ms(settings: FraudSettings) -> int:
     return duration_ms(settings.allowed_lateness)

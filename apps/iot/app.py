@@ -22,6 +22,7 @@ from apps.iot.processor import IotProcessor
 from apps.iot.produce import IOT_GENERATOR
 from apps.iot.quality import reading_suite
 from apps.iot.settings import IotSettings
+from apps.iot.thresholds import CONTROL_PARAMS
 from apps.iot.topics import IOT
 from shared.app import AppDefinition, KeyedOperator
 
@@ -41,4 +42,5 @@ IOT_APP = AppDefinition(
     event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
     description="per-device rolling averages, threshold (hysteresis) and offline alerts",
     generator=IOT_GENERATOR,
+    control_params=CONTROL_PARAMS,
 )

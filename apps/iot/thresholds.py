@@ -29,6 +29,11 @@ def param(level: str, device_type: str, metric: str) -> str:
     return f"{level}:{device_type}:{metric}"
 
 
+# What ``statewise control iot PARAM VALUE`` takes: either level of each known pair.
+CONTROL_PARAMS = tuple(param(level, kind, metric)
+                       for kind, metric in THRESHOLDS for level in (RAISE, CLEAR))
+
+
 def levels(ctx: BucketContext) -> pd.DataFrame:
     """Raise and clear level per (device_type, metric), overrides applied; indexed by
     ``"<device_type>:<metric>"``. A handful of rows: one per known pair."""

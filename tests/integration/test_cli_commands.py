@@ -1,0 +1,37 @@
+"""``statewise topics`` and ``statewise control`` against the real broker: the broker check
+lets them through, and they do what they say."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from apps.fraud.topics import FRAUD
+from shared import cli
+from shared.settings import PlatformSettings
+from shared.testing.kafka_tools import read_all
+
+pytestmark = pytest.mark.integration
+
+
+def kafka_flags(settings: PlatformSettings) -> list[str]:
+    return ["--bootstrap-servers", settings.bootstrap_servers,
+            "--topic-prefix", settings.topic_prefix]
+
+
+def test_topics_creates_an_apps_topics_and_says_so(kafka_settings: PlatformSettings, capsys):
+    assert cli.main(["topics", "--app", "fraud", *kafka_flags(kafka_settings)]) == 0
+    printed = capsys.readouterr().out
+    for spec in FRAUD.all():
+        assert f"created {spec.qualified(kafka_settings.topic_prefix)} " in printed
+
+
+def test_control_sends_a_known_parameter_to_the_apps_control_topic(
+        kafka_settings: PlatformSettings, capsys):
+    assert cli.main(["control", "fraud", "velocity_count", "4", "--version", "7",
+                     *kafka_flags(kafka_settings)]) == 0
+    topic = FRAUD.control.qualified(kafka_settings.topic_prefix)
+    (record,) = read_all(kafka_settings.bootstrap_servers, topic, idle_timeout_s=1.0)
+    assert record.key == b"velocity_count"
+    assert orjson.loads(record.value) == {"param": "velocity_count", "value": 4.0, "version": 7}
+    assert f"to {topic}" in capsys.readouterr().out
