@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from apps.iot.demo import IOT_DEMO
 from apps.iot.device_state import INPUT_COLUMNS
 from apps.iot.outputs import AGGREGATES, ALERTS
 from apps.iot.processor import IotProcessor
@@ -41,4 +42,5 @@ IOT_APP = AppDefinition(
     event_time_bounds=(timedelta(days=7), timedelta(hours=1)),
     description="per-device rolling averages, threshold (hysteresis) and offline alerts",
     generator=IOT_GENERATOR,
+    demo=IOT_DEMO,
 )
