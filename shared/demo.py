@@ -53,8 +53,8 @@ def demo_main(argv: Sequence[str]) -> int:
         return 2
     args = _parser(chosen, named or "[APP|all]").parse_args(argv)
     if named is None:
-        others = ", ".join(name for name in apps if name != chosen[0].name)
-        say(f"demo of {chosen[0].name}" + (f"; the others: statewise demo {{{others}|all}}"
+        others = "|".join(name for name in apps if name != chosen[0].name)
+        say(f"demo of {chosen[0].name}" + (f"; the others: statewise demo {others}|all"
                                            if others else ""))
     return _run_demo(chosen, args)
 
@@ -107,13 +107,14 @@ def demo_settings(app: AppDefinition, bootstrap_servers: str, cluster_id: str,
 def _run_demo(apps: list[AppDefinition], args: argparse.Namespace) -> int:
     # SIGTERM stops the demo as Ctrl-C does, also while it starts: the broker it started
     # is stopped, not left behind.
-    signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with _kafka(args) as bootstrap_servers:
             return _run_apps(apps, args, bootstrap_servers)
     except KeyboardInterrupt:  # while starting, or a second Ctrl-C while stopping
         return 0
     finally:
+        signal.signal(signal.SIGTERM, previous)
         say("demo stopped")
 
 

@@ -220,3 +220,11 @@ def test_the_demo_shows_why_a_record_was_set_aside_by_the_pipeline_or_by_the_app
     by_the_app = FakeSetAside({"reason": "fat_finger", "trade_id": "x"})
     assert demo_io.describe_set_aside("DEAD-LETTER", by_the_app) == (
         """  DEAD-LETTER fat_finger: '{"reason": "fat_finger", "trade_id": "x"}'""")
+
+
+def test_statewise_demo_without_an_app_shows_the_first_and_names_the_others(
+        demo_apps, monkeypatch, capsys):
+    assert demo_started_apps(monkeypatch, ["--bootstrap-servers", "h:1"], NoBroker) == [
+        (["fraud"], "h:1")]
+    assert "demo of fraud; the others: statewise demo iot|trading|all" in \
+        capsys.readouterr().out
