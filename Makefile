@@ -3,6 +3,8 @@
 SHELL := /bin/bash
 VENV := .venv/bin
 PYTEST_ARGS ?=
+# make demo APP=iot: the demo's app, from the command line only (not the environment)
+APP :=
 
 .PHONY: help setup demo test test-unit test-integration lint lock broker-up broker-down \
         cluster-up cluster-down clean
@@ -13,8 +15,8 @@ help:  ## list the targets
 setup:  ## install the venv and the JVM jars into this clone (idempotent)
 	@scripts/bootstrap
 
-demo: setup  ## live demo: local Kafka, producers, the apps, results as they arrive (Ctrl-C stops)
-	@$(VENV)/statewise demo
+demo: setup  ## live demo: local Kafka, a producer, an app's results as they arrive (APP=iot|trading|all; default fraud; Ctrl-C stops)
+	@$(VENV)/statewise demo $(APP)
 
 test: setup  ## lint, then every test (unit, then integration on a real broker and Spark)
 	@$(VENV)/ruff check .

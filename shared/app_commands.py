@@ -9,7 +9,8 @@ nor a generator: an app's definition is imported by its Python workers too.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,16 @@ AddArguments = Callable[[argparse.ArgumentParser], None]
 
 def no_arguments(parser: argparse.ArgumentParser) -> None:
     """For a generator or demo with no flags of its own."""
+
+
+def no_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """For a demo that runs its app with the app's default settings."""
+    return {}
+
+
+def utc_clock(epoch_ms: int) -> str:
+    """An event time as the demo prints it: HH:MM:SS, UTC like Spark's watermark."""
+    return time.strftime("%H:%M:%S", time.gmtime(epoch_ms / 1000))
 
 
 def add_fault_arguments(group: argparse._ArgumentGroup, *, disorder_ms: float,
@@ -82,3 +93,10 @@ class DemoSpec:
     # "PARAM VALUE" the demo suggests sending with ``statewise control`` (apps with a
     # control topic); None: no suggestion.
     control_example: str | None = None
+    # Input records per second unless ``--rate`` says otherwise: enough for every output
+    # to show within a minute, few enough that the lines printed can be read.
+    rate: float = 500.0
+    # (parsed flags) -> the app's settings that differ from its defaults in the demo, by
+    # field name: shorter intervals so that results show within seconds of the first
+    # input, or what the generator's flags decided that the app must know too.
+    app_settings: Callable[[argparse.Namespace], Mapping[str, Any]] = no_settings

@@ -1,204 +1,275 @@
-"""``statewise demo [APP]``: the whole stack live on this machine, until Ctrl-C.
+"""``statewise demo [APP|all]``: apps live on this machine, until Ctrl-C.
 
-1. starts the local Kafka broker (KRaft) unless one runs already;
-2. creates the app's topics (prefix ``demo.``);
-3. starts the app's streaming query (checkpoint under var/demo: stop and rerun
-   the demo and it resumes where it stopped);
-4. produces the app's demo input (event time from now) with bad and late records;
-5. prints the app's outputs, dead letters and late records as a read_committed
+1. starts the local Kafka broker (KRaft) unless one runs already, or uses the Kafka
+   that --bootstrap-servers names (then it neither starts nor stops a broker);
+2. creates the apps' topics (prefix ``demo.``);
+3. produces each app's demo input live (event time from now) with bad and late records;
+4. starts the apps' streaming queries in one local Spark (checkpoints under --work-dir,
+   one folder per Kafka cluster: stop and rerun the demo and it resumes where it
+   stopped; a new checkpoint reads what this demo produced, from step 3 on);
+5. prints each app's outputs, dead letters and late records as a read_committed
    consumer sees them, and a status line with Spark's per-batch figures.
-Ctrl-C stops producer, query and printer, then the broker if the demo started it.
-APP: an app that declares a demo (``AppDefinition.demo``); default: the first by name.
+Ctrl-C stops producers, queries and printers, then the broker if the demo started it.
+
+APP: an app that declares a demo (``AppDefinition.demo``); ``all``: every such app at
+once, each line prefixed with the app's name. No APP: the first such app by name, the
+app ``make demo`` has always shown; the demo names the others when it starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import sys
 import threading
-import time
-import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer
-
-from shared.app_commands import DemoOutput, DemoSpec, RunOptions
+from shared.demo_io import print_outputs, produce, report_progress, say
 from shared.settings import REPO_ROOT, from_env
 
 if TYPE_CHECKING:
     from shared.app import AppDefinition
 
 DEMO_PREFIX = "demo."
-STATUS_EVERY_S = 10.0
+ALL = "all"
 
 
 def demo_main(argv: Sequence[str]) -> int:
+    """``argv``: what follows ``statewise demo``."""
     from shared.app_loader import registered_apps
 
     argv = list(argv)
     apps = {name: app for name, app in registered_apps().items() if app.demo is not None}
-    name = argv.pop(0) if argv and not argv[0].startswith("-") else min(apps, default="")
-    if name not in apps:
-        print(f"usage: statewise demo [{','.join(sorted(apps))}] [flags]", file=sys.stderr)
+    named = argv.pop(0) if argv and not argv[0].startswith("-") else None
+    chosen = chosen_apps(apps, named, asks_help=bool({"-h", "--help"} & set(argv)))
+    if not chosen:
+        print(f"usage: statewise demo [{'|'.join([*apps, ALL])}] [flags]", file=sys.stderr)
         return 2
-    app = apps[name]
-    args = _parser(app).parse_args(argv)
-    return _run_demo(app, args)
+    args = _parser(chosen, named or "[APP|all]").parse_args(argv)
+    if named is None:
+        others = "|".join(name for name in apps if name != chosen[0].name)
+        say(f"demo of {chosen[0].name}" + (f"; the others: statewise demo {others}|all"
+                                           if others else ""))
+    return _run_demo(chosen, args)
 
 
-def _parser(app: AppDefinition) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"statewise demo {app.name}", description=__doc__,
+def chosen_apps(apps: dict[str, AppDefinition], named: str | None,
+                asks_help: bool = False) -> list[AppDefinition]:
+    """The apps to run, by name; empty when ``named`` is no app with a demo. Help with
+    no app names every app's flags."""
+    if named == ALL or (named is None and asks_help):
+        return list(apps.values())
+    if named is None:
+        return list(apps.values())[:1]
+    return [apps[named]] if named in apps else []
+
+
+def _parser(apps: list[AppDefinition], shown_name: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"statewise demo {shown_name}", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rate", type=float, default=500,
-                        help=f"{app.demo.input_noun} per second")
-    app.demo.add_arguments(parser)
+    rates = ", ".join(f"{app.name} {app.demo.rate:g}" for app in apps)
+    parser.add_argument("--rate", type=float, default=None,
+                        help=f"input records per second, for each app (default: {rates})")
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", default=None,
+                        help="use this Kafka instead of the local broker, which is then "
+                             "neither started nor stopped")
+    parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / "var" / "demo",
+                        help="where the demo keeps its checkpoints and metrics")
     parser.add_argument("--keep-broker", action="store_true",
-                        help="leave the broker running after Ctrl-C")
+                        help="leave the local broker running after Ctrl-C")
+    for app in apps:
+        app.demo.add_arguments(parser)
     return parser
 
 
-def _run_demo(app: AppDefinition, args: argparse.Namespace) -> int:
-    from shared.broker import LocalBroker
-    from shared.runner import run_until_stopped
+def demo_settings(app: AppDefinition, bootstrap_servers: str, cluster_id: str,
+                  args: argparse.Namespace, starting_offsets: str = "latest"):
+    """The app's settings in the demo: its own demo overrides over the environment's.
+    ``starting_offsets``: where a new checkpoint starts reading its input."""
+    return dataclasses.replace(
+        from_env(app.settings_type), bootstrap_servers=bootstrap_servers,
+        topic_prefix=DEMO_PREFIX,
+        # A checkpoint holds the offsets of one cluster's topics: another Kafka (or the
+        # local one, wiped) gets its own, instead of failing on offsets it never had.
+        checkpoint_dir=str(args.work_dir / "checkpoints" / cluster_id),
+        metrics_dir=args.work_dir / "metrics", state_partitions=2,
+        # Small batches: results come fast after a restart on a backlog too.
+        starting_offsets=starting_offsets, max_offsets_per_trigger=20_000,
+        **app.demo.app_settings(args))
 
-    broker = LocalBroker()
-    started_broker = not broker.is_running()
-    say(f"Kafka (KRaft) on {broker.config.bootstrap_servers}: "
-        f"{'starting' if started_broker else 'already running'}")
-    broker.start()
-    settings = dataclasses.replace(
-        from_env(app.settings_type), bootstrap_servers=broker.config.bootstrap_servers,
-        topic_prefix=DEMO_PREFIX, checkpoint_dir=str(REPO_ROOT / "var" / "demo" / "checkpoints"),
-        metrics_dir=REPO_ROOT / "var" / "demo" / "metrics", state_partitions=2,
-        # Small batches: the first results come fast even after a backlog.
-        max_offsets_per_trigger=20_000)
+
+def _run_demo(apps: list[AppDefinition], args: argparse.Namespace) -> int:
+    # SIGTERM stops the demo as Ctrl-C does, also while it starts: the broker it started
+    # is stopped, not left behind.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with _kafka(args) as bootstrap_servers:
+            return _run_apps(apps, args, bootstrap_servers)
+    except KeyboardInterrupt:  # while starting, or a second Ctrl-C while stopping
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        say("demo stopped")
+
+
+def _run_apps(apps: list[AppDefinition], args: argparse.Namespace,
+              bootstrap_servers: str) -> int:
     stop = threading.Event()
     threads: list[threading.Thread] = []
-    running = None
+    running: dict[str, object] = {}
+    spark = None
+    several = len(apps) > 1
     try:
-        _provision(app, settings)
-        threads.append(_thread(_print_outputs, app, settings, stop))
-        say(f"starting Spark (local) and the {app.name} app ...")
-        running = _start_app(app, settings)
-        say(f"producing {args.rate:,.0f} {app.demo.input_noun}/s; "
-            "first results in about a minute")
-        if app.demo.control_example and app.topics.control is not None:
-            say(f"change a threshold while it runs, e.g.: .venv/bin/statewise control "
-                f"{app.name} {app.demo.control_example} --topic-prefix {DEMO_PREFIX}")
-        threads.append(_thread(_produce, app, settings, args, stop))
-        threads.append(_thread(_report_progress, running, stop))
-        run_until_stopped(running, stop)  # Ctrl-C: stop after the current batch
-    except KeyboardInterrupt:
-        pass
+        cluster_id = _provision(apps, bootstrap_servers)
+        # A new checkpoint reads from here: what this demo produces, not the input of
+        # earlier demos on the same Kafka, and none of it lost to Spark's start.
+        offsets = _input_end_offsets(apps, bootstrap_servers)
+        settings = {app.name: demo_settings(app, bootstrap_servers, cluster_id, args,
+                                            offsets[app.name]) for app in apps}
+        for app in apps:
+            prefix = f"[{app.name}]" if several else ""
+            threads.append(_thread(print_outputs, app, settings[app.name], prefix, stop))
+            # The input starts while Spark starts: its first batch has the input of half
+            # a minute, so the batch right after it writes the first results.
+            rate = args.rate if args.rate is not None else app.demo.rate
+            threads.append(_thread(produce, app, settings[app.name], args, rate, stop))
+            say(f"{app.name}: producing {rate:,g} {app.demo.input_noun}/s")
+        say(f"starting Spark (local) and {', '.join(settings)}: first results in about a "
+            "minute ...")
+        spark = _spark(apps, settings)
+        # All at once, in one Spark: a tour of one app after another would pay Spark's
+        # start (most of the minute to the first output) for each, and the demo rates
+        # are low enough for the queries to share 2 cores.
+        for app in apps:
+            running[app.name] = _start_query(spark, app, settings[app.name])
+            _suggest_control(app, bootstrap_servers, args)
+            status = f"{app.name} " if several else ""
+            threads.append(_thread(report_progress, running[app.name], status, stop))
+        return _wait_until_stopped(running, stop)
     finally:
-        say("stopping: producer, printer, query (after its current batch) ...")
+        say("stopping: producers, printers, queries (after their current batch) ...")
         stop.set()
-        if running is not None:
-            running.stop()
+        for query in running.values():
+            query.stop()
         for thread in threads:
             thread.join(timeout=15)
-        if started_broker and not args.keep_broker:
+        if spark is not None:
+            spark.stop()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _kafka(args: argparse.Namespace) -> Iterator[str]:
+    """The bootstrap servers of the Kafka to use; a local broker the demo started is
+    stopped on the way out (even if it never answered), unless --keep-broker."""
+    if args.bootstrap_servers:
+        say(f"Kafka at {args.bootstrap_servers} (given: not started or stopped by the demo)")
+        yield args.bootstrap_servers
+        return
+    from shared.broker import LocalBroker
+
+    broker = LocalBroker()
+    started = not broker.is_running()
+    say(f"Kafka (KRaft) on {broker.config.bootstrap_servers}: "
+        f"{'starting' if started else 'already running'}")
+    try:
+        broker.start()
+        yield broker.config.bootstrap_servers
+    finally:
+        if started and not args.keep_broker:
             broker.stop()
             say("Kafka stopped")
-        say("demo stopped")
-    return 0
 
 
-def say(message: str) -> None:
-    print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
+def _provision(apps: list[AppDefinition], bootstrap_servers: str) -> str:
+    """Creates the apps' topics; returns the cluster's id."""
+    from shared.topics import admin_client, provision
+
+    admin = admin_client(bootstrap_servers)
+    for app in apps:
+        provision(admin, app.topics.all(), DEMO_PREFIX)
+    return admin.list_topics(timeout=30).cluster_id or "unknown-cluster"
+
+
+def _input_end_offsets(apps: list[AppDefinition], bootstrap_servers: str) -> dict[str, str]:
+    """Per app, its input topic's end offsets now, as Spark's ``startingOffsets`` JSON."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "log_level": 3,
+                         "group.id": "statewise-demo-offsets"})
+    try:
+        metadata = consumer.list_topics(timeout=30)
+        offsets = {}
+        for app in apps:
+            topic = app.input_topic.qualified(DEMO_PREFIX)
+            ends = {str(p): consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                           timeout=30)[1]
+                    for p in sorted(metadata.topics[topic].partitions)}
+            offsets[app.name] = json.dumps({topic: ends})
+        return offsets
+    finally:
+        consumer.close()
+
+
+def _spark(apps: list[AppDefinition], settings: dict):
+    """One local Spark for every app (their settings agree on everything Spark reads),
+    its Python workers started ahead of the first batch with every app's modules."""
+    from shared.metrics import register_metrics_listener
+    from shared.runner import worker_modules
+    from shared.spark import build_session, start_python_workers
+
+    first = settings[apps[0].name]
+    preload = tuple(dict.fromkeys(m for app in apps for m in worker_modules(app)))
+    spark = build_session(first, "statewise-demo", preload=preload)
+    if "STATEWISE_SPARK_LOG_LEVEL" not in os.environ:
+        # Errors only: a warning per batch that falls behind its 1 s trigger (most do, on
+        # 2 cores) would drown the outputs the demo is for.
+        spark.sparkContext.setLogLevel("ERROR")
+    start_python_workers(spark)
+    register_metrics_listener(spark, first.metrics_dir)
+    return spark
+
+
+def _start_query(spark, app: AppDefinition, settings):
+    from shared.runner import start
+
+    return start(spark, app, settings)
+
+
+def _suggest_control(app: AppDefinition, bootstrap_servers: str,
+                     args: argparse.Namespace) -> None:
+    if app.demo.control_example and app.topics.control is not None:
+        where = f" --bootstrap-servers {bootstrap_servers}" if args.bootstrap_servers else ""
+        say(f"change a threshold while it runs, e.g.: .venv/bin/statewise control "
+            f"{app.name} {app.demo.control_example} --topic-prefix {DEMO_PREFIX}{where}")
+
+
+def _wait_until_stopped(running: dict, stop: threading.Event) -> int:
+    """Until Ctrl-C or SIGTERM (0), or until a query fails (1)."""
+    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop.wait(0.5):
+            for name, app_query in running.items():
+                if not app_query.query.isActive:
+                    say(f"{name}: the query ended: {app_query.query.exception()}")
+                    return 1
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _thread(target, *args) -> threading.Thread:
     thread = threading.Thread(target=target, args=args, daemon=True, name=target.__name__)
     thread.start()
     return thread
-
-
-def _provision(app, settings) -> None:
-    from shared.topics import admin_client, provision
-
-    provision(admin_client(settings.bootstrap_servers), app.topics.all(), settings.topic_prefix)
-
-
-def _start_app(app, settings):
-    from shared.metrics import register_metrics_listener
-    from shared.runner import start
-    from shared.spark import build_session
-
-    spark = build_session(settings, "statewise-demo")
-    register_metrics_listener(spark, settings.metrics_dir)
-    return start(spark, app, settings)
-
-
-def _report_progress(running, stop: threading.Event) -> None:
-    last_batch = -1
-    while running.query.isActive and not stop.wait(STATUS_EVERY_S):
-        progress = running.query.lastProgress
-        if progress and progress["batchId"] != last_batch:
-            last_batch = progress["batchId"]
-            states = progress.get("stateOperators") or [{}]
-            say(f"batch {last_batch}: {progress['numInputRows']} rows read, "
-                f"{progress.get('processedRowsPerSecond', 0):,.0f} rows/s, "
-                f"{states[0].get('numRowsTotal', 0)} state rows, "
-                f"watermark {progress.get('eventTime', {}).get('watermark', '-')}")
-
-
-def _produce(app: AppDefinition, settings, args: argparse.Namespace,
-             stop: threading.Event) -> None:
-    from shared.producer import kafka_producer, send_all
-
-    topic = app.input_topic.qualified(settings.topic_prefix)
-    producer = kafka_producer(settings.bootstrap_servers)
-    report = send_all(producer, topic, _live_records(app.demo, args, stop),
-                      rate_per_s=args.rate)
-    say(f"producer stopped after {report.delivered:,} {app.demo.input_noun}")
-
-
-def _live_records(demo: DemoSpec, args: argparse.Namespace, stop: threading.Event,
-                  clock=time.time) -> Iterator:
-    """The app's demo input with event time starting now (so the watermark tracks the
-    wall clock), until the demo stops."""
-    options = RunOptions(seed=int(clock()), start_time_ms=int(clock() * 1000),
-                         events_per_s=args.rate)
-    for chunk in demo.live_input(args, options):
-        for record in chunk.records:
-            if stop.is_set():
-                return
-            yield record
-
-
-def _print_outputs(app: AppDefinition, settings, stop: threading.Event) -> None:
-    outputs = {output.topic.qualified(settings.topic_prefix): output
-               for output in app.demo.outputs}
-    set_aside = {app.topics.dead_letter.qualified(settings.topic_prefix): "DEAD-LETTER",
-                 app.topics.late.qualified(settings.topic_prefix): "LATE"}
-    consumer = Consumer({
-        "bootstrap.servers": settings.bootstrap_servers, "log_level": 3,
-        "group.id": f"statewise-demo-printer-{uuid.uuid4().hex[:8]}",
-        "auto.offset.reset": "latest", "isolation.level": "read_committed"})
-    consumer.subscribe([*outputs, *set_aside])
-    try:
-        while not stop.is_set():
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            output = outputs.get(message.topic())
-            print(_describe_output(output, message) if output else
-                  _describe_set_aside(set_aside[message.topic()], message), flush=True)
-    finally:
-        consumer.close()
-
-
-def _describe_output(output: DemoOutput, message) -> str:
-    return f"  {output.label}  {output.describe(json.loads(message.value()))}"
-
-
-def _describe_set_aside(label: str, message) -> str:
-    headers = {k: (v or b"").decode(errors="replace") for k, v in message.headers() or []}
-    value = (message.value() or b"")[:70].decode(errors="replace")
-    return (f"  {label:<11} {headers.get('statewise.reason', '?')}: {value!r} "
-            f"(from partition {headers.get('statewise.source.partition')}, "
-            f"offset {headers.get('statewise.source.offset')})")

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cards", type=int, default=1_000_000,
-                        help="card population (many, so honest cards rarely look like bursts)")
+                        help="fraud: card population (many, so honest cards rarely look like "
+                             "bursts)")
 
 
 def live_transactions(args: argparse.Namespace, options: RunOptions) -> Iterator[Chunk]:

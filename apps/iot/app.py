@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from apps.iot.demo import IOT_DEMO
 from apps.iot.device_state import INPUT_COLUMNS
 from apps.iot.outputs import AGGREGATES, ALERTS
 from apps.iot.processor import IotProcessor
@@ -43,4 +44,5 @@ IOT_APP = AppDefinition(
     description="per-device rolling averages, threshold (hysteresis) and offline alerts",
     generator=IOT_GENERATOR,
     control_params=CONTROL_PARAMS,
+    demo=IOT_DEMO,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from apps.trading.demo import TRADING_DEMO
 from apps.trading.instrument_state import INPUT_COLUMNS
 from apps.trading.processor import TradingProcessor
 from apps.trading.produce import TRADING_GENERATOR
@@ -53,4 +54,5 @@ TRADING_APP = AppDefinition(
     description="per-instrument VWAPs, moving averages and OHLCV bars (exact decimals)",
     generator=TRADING_GENERATOR,
     realtime=realtime_plan,
+    demo=TRADING_DEMO,
 )
