@@ -8,7 +8,7 @@
     statewise run APP --mode realtime      (Spark's Real-Time Mode, for apps that offer it)
     statewise produce APP [--rate N] [--count N] ...
     statewise control APP PARAM VALUE      (change a threshold while the app runs)
-    statewise demo [APP]
+    statewise demo [APP|all] [--bootstrap-servers HOST:PORT]
     statewise report APP [flags]           (for apps that have a report)
 APP: an installed app (the ``statewise.apps`` entry points, shared/app_loader.py).
 Every command prints what it does; ``statewise COMMAND --help`` lists that command's
