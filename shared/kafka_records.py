@@ -9,7 +9,7 @@ So the late record's original key, value, headers and timestamp are read back fr
 Kafka, where they still are: the batch has just read them.
 
 A seek costs a fetch round trip, and every bucket of a task asks for its own late rows,
-spread over the same partitions of the batch: 387 late rows of an iot drain cost 96 s
+spread over the same partitions of the batch: 387 late rows of one app's drain cost 96 s
 of task time when each call seeked for its own. So a reader reads a window around what
 it is asked for (``READ_BEHIND`` records before, ``READ_AHEAD`` after, gaps up to
 ``MAX_GAP`` read through, stopping where it meets records it holds), and keeps the

@@ -1,13 +1,13 @@
 """Chunks of generated records, and the ground truth of the records actually emitted.
 
-A run may stop anywhere (a count, a duration, Ctrl-C), even in the middle of a fraud
-scenario whose later transactions were never sent. So labels are not written when
-planned but when emitted: each labelled record carries a :class:`Mark`, and a label is
-complete once every one of its transactions has been emitted. A run that stops early
-writes its unfinished labels with ``"complete": false`` and the txn ids that did go out.
+A run may stop anywhere (a count, a duration, Ctrl-C), even in the middle of a scenario
+whose later records were never sent. So labels are not written when planned but when
+emitted: each labelled record carries a :class:`Mark`, and a label is complete once every
+one of its records has been emitted. A run that stops early writes its unfinished labels
+with ``"complete": false`` and the ids of the records that did go out.
 
-Nothing here is app-specific: the fraud, iot and trading generators all yield these
-chunks, and their encoders label faulty records with :func:`fault_label`.
+Nothing here is app-specific: every app's generator yields these chunks, and its
+encoder labels faulty records with :func:`fault_label`.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def _isin(value: Column, values) -> Column:
     """``value.isin(values)``, in a few calls into the JVM for a long list of strings.
 
     Column.isin converts each value with a call of its own (about 0.5 ms: 9 s for
-    trading's 20,000 instruments, paid at every start and restart), and py4j sends a
+    a list of 20,000 keys, paid at every start and restart), and py4j sends a
     Python list element by element too (3 s); one string, split on the JVM side, makes
     the same predicate (an In that Spark's optimizer turns into a hash-set lookup).
     """
