@@ -76,3 +76,16 @@ def test_production_code_imports_no_oracle():
     found = {str(path.relative_to(REPO_ROOT)): refs for path in modules
              if (refs := oracle_imports(path.read_text()))}
     assert found == {}
+
+
+def test_shared_names_no_installed_app():
+    """Not even in a comment: the layer is written for any app, so an app's name in it is
+    a sign of a rule that was written for that app."""
+    from shared.app_loader import registered_apps
+
+    names = sorted(registered_apps())
+    assert names  # the installed apps were found
+    word = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b", re.IGNORECASE)
+    found = {str(path.relative_to(REPO_ROOT)): sorted(set(m.lower() for m in hits))
+             for path in shared_modules() if (hits := word.findall(path.read_text()))}
+    assert found == {}
