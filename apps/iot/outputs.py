@@ -53,11 +53,29 @@ _DTYPES = {f.name: ("Int64" if isinstance(f.dataType, LongType) else
 def shaped(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
     """The frames of one call as one, every output column in order with one dtype per
     column (nullable integers: a route's rows leave the other routes' columns null)."""
-    frames = [f for f in frames if f is not None and len(f)]
+    frames = [_every_column(f) for f in frames if f is not None and len(f)]
     if not frames:
         return None
-    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    return frame.reindex(columns=list(COLUMNS)).astype(_DTYPES)
+    # Frames of one set of columns and dtypes: pandas concatenates them block by block,
+    # where a column missing from some frame costs a null check per value.
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def _every_column(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every output column, in order, each of its dtype; a route's absent
+    columns are nulls."""
+    n, columns = len(frame), {}
+    for name in COLUMNS:
+        dtype = _DTYPES[name]
+        if name in frame.columns:
+            column = frame[name]
+            columns[name] = (column if column.dtype == dtype else column.astype(dtype)).array
+        elif dtype == "Int64":
+            columns[name] = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64),
+                                                   np.ones(n, dtype=bool))
+        else:
+            columns[name] = np.full(n, np.nan if dtype == "float64" else None, dtype=dtype)
+    return pd.DataFrame(columns)
 
 
 def aggregate_frame(series_device: np.ndarray, series_metric: np.ndarray,
