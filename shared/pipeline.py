@@ -29,7 +29,6 @@ from shared.kafka_io import (
     DECODE_REASON,
     EVENT_TIME,
     SOURCE,
-    client_properties,
     dead_letter_envelopes,
     json_envelopes,
     parse,
@@ -39,9 +38,13 @@ from shared.keyed.bucketed import apply_bucketed
 from shared.keyed.bucketed_envelopes import EnvelopeSpec, Route
 from shared.keyed.bucketed_spec import (
     REJECT_COLUMN,
+    SOURCE_HEADERS,
+    SOURCE_KEY,
     SOURCE_OFFSET,
     SOURCE_PARTITION,
     SOURCE_RECORD,
+    SOURCE_TIMESTAMP,
+    SOURCE_VALUE,
     STAGE_COLUMN,
 )
 from shared.settings import PlatformSettings
@@ -94,7 +97,12 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
                F.col(_REASON).alias(REJECT_COLUMN), F.col(_STAGE).alias(STAGE_COLUMN),
                source["partition"].alias(SOURCE_PARTITION),
                source["offset"].alias(SOURCE_OFFSET),
-               F.when(rejected, _original_record(source)).alias(SOURCE_RECORD)]
+               F.when(rejected, _original_record(source)).alias(SOURCE_RECORD),
+               # A late record leaves unchanged: the operator alone finds it late.
+               source["key"].alias(SOURCE_KEY), source["value"].alias(SOURCE_VALUE),
+               F.unix_millis(source["timestamp"]).alias(SOURCE_TIMESTAMP),
+               # null, not [], when there are none: an empty list per row costs in pandas.
+               F.when(F.size(source["headers"]) > 0, source["headers"]).alias(SOURCE_HEADERS)]
     # A rejected record's event time must not move the watermark (one dated 2125 would
     # make every later record late), and its reason is computed already: read it.
     valid_time = F.when(F.col(_REASON).isNull(), F.col(EVENT_TIME))
@@ -132,9 +140,7 @@ def envelope_spec(app: AppDefinition, settings: PlatformSettings, lateness: str
         dead_letter_topic=app.topics.dead_letter.qualified(prefix),
         late_topic=app.topics.late.qualified(prefix),
         late_reason=f"event time at or behind the watermark (allowed lateness {lateness})",
-        input_topic=app.input_topic.qualified(prefix),
-        client_config={"bootstrap.servers": settings.bootstrap_servers,
-                       **client_properties(settings)})
+        input_topic=app.input_topic.qualified(prefix))
 
 
 def kept(staged: DataFrame, condition: Column) -> DataFrame:

@@ -9,9 +9,9 @@ sink input, ``topic, key, value, headers``:
 - dead letters (records rejected upstream by decoding or the quality gate, and keyless
   ones) and late records, each the original Kafka record unchanged, with headers naming
   the reason, the stage, the app and the source topic, partition, offset and timestamp
-  (the convention of shared/kafka_io.py's ``dead_letter_envelopes``). A rejected record
-  arrives with its original (``SOURCE_RECORD``); a late one is read back from Kafka by
-  its coordinates (shared/kafka_records.py).
+  (the convention of shared/kafka_io.py's ``dead_letter_envelopes``). Every record
+  arrives with its original key, value, timestamp and headers (``SOURCE_KEY`` ...), which
+  a late one leaves with; a rejected one also as JSON (``SOURCE_RECORD``).
 """
 
 from __future__ import annotations
@@ -31,11 +31,14 @@ from pyspark.sql.types import (
 )
 
 from shared.json_encode import json_objects
-from shared.kafka_records import Original, reader
 from shared.keyed.bucketed_spec import (
+    SOURCE_HEADERS,
+    SOURCE_KEY,
     SOURCE_OFFSET,
     SOURCE_PARTITION,
     SOURCE_RECORD,
+    SOURCE_TIMESTAMP,
+    SOURCE_VALUE,
     STAGE_COLUMN,
 )
 
@@ -72,8 +75,7 @@ class EnvelopeSpec:
     dead_letter_topic: str
     late_topic: str
     late_reason: str
-    input_topic: str  # where late records are read back from
-    client_config: dict[str, str]  # Kafka client settings (bootstrap, security) for that
+    input_topic: str  # where the records came from (a late record's source header)
     route_column: str | None = None
     default_route: str = field(init=False)
 
@@ -110,13 +112,28 @@ class EnvelopeSpec:
 
     def late(self, rows: pd.DataFrame, watermark_ms: int) -> pd.DataFrame:
         """Records at or behind the watermark, unchanged, to the late topic."""
-        originals = reader(self.client_config).read(
-            self.input_topic, rows[SOURCE_PARTITION].to_numpy(), rows[SOURCE_OFFSET].to_numpy())
+        originals = [
+            Original(key, value, [(h["key"], h["value"]) for h in headers]
+                     if headers is not None else [], int(timestamp_ms))
+            for key, value, timestamp_ms, headers in zip(
+                rows[SOURCE_KEY].to_numpy(), rows[SOURCE_VALUE].to_numpy(),
+                rows[SOURCE_TIMESTAMP].to_numpy(), rows[SOURCE_HEADERS].to_numpy(),
+                strict=True)]
         reasons = np.full(len(rows), self.late_reason, dtype=object)
         stages = np.full(len(rows), "late", dtype=object)
         return _originals(rows, originals, [self.input_topic] * len(rows), self.late_topic,
                           reasons, stages, self.app,
                           extra=(("statewise.watermark", str(watermark_ms)),))
+
+
+@dataclass(frozen=True)
+class Original:
+    """A Kafka record as it was read, to be written elsewhere unchanged."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    timestamp_ms: int
 
 
 def _original(text: str) -> Original:
