@@ -42,7 +42,6 @@ from shared.keyed.bucketed_spec import (
     SOURCE_KEY,
     SOURCE_OFFSET,
     SOURCE_PARTITION,
-    SOURCE_RECORD,
     SOURCE_TIMESTAMP,
     SOURCE_VALUE,
     STAGE_COLUMN,
@@ -92,13 +91,12 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
     if not lateness:
         raise ValueError(f"app {app.name!r}: a keyed operator needs an allowed lateness")
     source = F.col(SOURCE)
-    rejected = F.col(_REASON).isNotNull()
     columns = [*[F.col(c) for c in keyed.input_columns],
                F.col(_REASON).alias(REJECT_COLUMN), F.col(_STAGE).alias(STAGE_COLUMN),
                source["partition"].alias(SOURCE_PARTITION),
                source["offset"].alias(SOURCE_OFFSET),
-               F.when(rejected, _original_record(source)).alias(SOURCE_RECORD),
-               # A late record leaves unchanged: the operator alone finds it late.
+               # A rejected or late record leaves unchanged (the operator alone finds a
+               # record late), with the key, value, timestamp and headers it came with.
                source["key"].alias(SOURCE_KEY), source["value"].alias(SOURCE_VALUE),
                F.unix_millis(source["timestamp"]).alias(SOURCE_TIMESTAMP),
                # null, not [], when there are none: an empty list per row costs in pandas.
@@ -115,17 +113,6 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
     # the sink needs no shuffle to spread the output over writers.
     return (envelopes.withColumn(WRITER_COLUMN, F.spark_partition_id())
             .withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp")))
-
-
-def _original_record(source: Column) -> Column:
-    """A rejected record's original as JSON (binary fields base64): it travels to the
-    operator on the rejected rows only, which send it on to the dead-letter topic."""
-    headers = F.transform(source["headers"], lambda h: F.struct(
-        h["key"].alias("key"), F.base64(h["value"]).alias("value")))
-    return F.to_json(F.struct(
-        source["topic"].alias("topic"), F.unix_millis(source["timestamp"]).alias("timestamp_ms"),
-        F.base64(source["key"]).alias("key"), F.base64(source["value"]).alias("value"),
-        headers.alias("headers")))
 
 
 def envelope_spec(app: AppDefinition, settings: PlatformSettings, lateness: str

@@ -11,13 +11,11 @@ sink input, ``topic, key, value, headers``:
   the reason, the stage, the app and the source topic, partition, offset and timestamp
   (the convention of shared/kafka_io.py's ``dead_letter_envelopes``). Every record
   arrives with its original key, value, timestamp and headers (``SOURCE_KEY`` ...), which
-  a late one leaves with; a rejected one also as JSON (``SOURCE_RECORD``).
+  a rejected or late one leaves with.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +34,6 @@ from shared.keyed.bucketed_spec import (
     SOURCE_KEY,
     SOURCE_OFFSET,
     SOURCE_PARTITION,
-    SOURCE_RECORD,
     SOURCE_TIMESTAMP,
     SOURCE_VALUE,
     STAGE_COLUMN,
@@ -105,66 +102,37 @@ class EnvelopeSpec:
 
     def dead_letters(self, rows: pd.DataFrame, reasons: np.ndarray) -> pd.DataFrame:
         """Rejected records, unchanged, to the dead-letter topic with their reasons."""
-        originals = [_original(text) for text in rows[SOURCE_RECORD].to_numpy()]
-        topics = [json.loads(text)["topic"] for text in rows[SOURCE_RECORD].to_numpy()]
-        return _originals(rows, originals, topics, self.dead_letter_topic, reasons,
+        return _originals(rows, self.input_topic, self.dead_letter_topic, reasons,
                           rows[STAGE_COLUMN].fillna("operator").to_numpy(), self.app)
 
     def late(self, rows: pd.DataFrame, watermark_ms: int) -> pd.DataFrame:
         """Records at or behind the watermark, unchanged, to the late topic."""
-        originals = [
-            Original(key, value, [(h["key"], h["value"]) for h in headers]
-                     if headers is not None else [], int(timestamp_ms))
-            for key, value, timestamp_ms, headers in zip(
-                rows[SOURCE_KEY].to_numpy(), rows[SOURCE_VALUE].to_numpy(),
-                rows[SOURCE_TIMESTAMP].to_numpy(), rows[SOURCE_HEADERS].to_numpy(),
-                strict=True)]
         reasons = np.full(len(rows), self.late_reason, dtype=object)
         stages = np.full(len(rows), "late", dtype=object)
-        return _originals(rows, originals, [self.input_topic] * len(rows), self.late_topic,
-                          reasons, stages, self.app,
+        return _originals(rows, self.input_topic, self.late_topic, reasons, stages, self.app,
                           extra=(("statewise.watermark", str(watermark_ms)),))
 
 
-@dataclass(frozen=True)
-class Original:
-    """A Kafka record as it was read, to be written elsewhere unchanged."""
-
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
-    timestamp_ms: int
-
-
-def _original(text: str) -> Original:
-    """A rejected record's original, as the pipeline wrote it (binary fields base64)."""
-    record = json.loads(text)
-    return Original(
-        key=_bytes(record.get("key")), value=_bytes(record.get("value")),
-        headers=[(h["key"], _bytes(h.get("value"))) for h in record.get("headers") or []],
-        timestamp_ms=record["timestamp_ms"])
-
-
-def _bytes(text: str | None) -> bytes | None:
-    return None if text is None else base64.b64decode(text)
-
-
-def _originals(rows: pd.DataFrame, originals: list[Original], topics: list[str],
-               topic: str, reasons: np.ndarray, stages: np.ndarray, app: str,
-               extra: tuple[tuple[str, str], ...] = ()) -> pd.DataFrame:
-    """The records with the dead-letter headers added (a Python loop: the rare rows)."""
+def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.ndarray,
+               stages: np.ndarray, app: str, extra: tuple[tuple[str, str], ...] = ()
+               ) -> pd.DataFrame:
+    """The records as they arrived, with the dead-letter headers added (a Python loop:
+    the rare rows)."""
     headers = []
-    partitions, offsets = rows[SOURCE_PARTITION].to_numpy(), rows[SOURCE_OFFSET].to_numpy()
-    for i, original in enumerate(originals):
+    columns = zip(rows[SOURCE_PARTITION].to_numpy(), rows[SOURCE_OFFSET].to_numpy(),
+                  rows[SOURCE_TIMESTAMP].to_numpy(), rows[SOURCE_HEADERS].to_numpy(),
+                  strict=True)
+    for i, (partition, offset, timestamp_ms, kept) in enumerate(columns):
         added = [("statewise.reason", reasons[i]), ("statewise.stage", stages[i]),
-                 ("statewise.app", app), ("statewise.source.topic", topics[i]),
-                 ("statewise.source.partition", int(partitions[i])),
-                 ("statewise.source.offset", int(offsets[i])),
-                 ("statewise.source.timestamp", original.timestamp_ms), *extra]
-        kept = [{"key": k, "value": v} for k, v in original.headers]
-        headers.append(kept + [{"key": k, "value": str(v).encode()} for k, v in added])
-    return pd.DataFrame({"topic": topic, "key": [o.key for o in originals],
-                         "value": [o.value for o in originals], "headers": headers})
+                 ("statewise.app", app), ("statewise.source.topic", source_topic),
+                 ("statewise.source.partition", int(partition)),
+                 ("statewise.source.offset", int(offset)),
+                 ("statewise.source.timestamp", int(timestamp_ms)), *extra]
+        headers.append([{"key": h["key"], "value": h["value"]} for h in kept]
+                       if kept is not None else [])
+        headers[-1] += [{"key": k, "value": str(v).encode()} for k, v in added]
+    return pd.DataFrame({"topic": topic, "key": list(rows[SOURCE_KEY].to_numpy()),
+                         "value": list(rows[SOURCE_VALUE].to_numpy()), "headers": headers})
 
 
 def _utf8(values: pd.Series) -> list[bytes | None]:

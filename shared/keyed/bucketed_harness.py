@@ -40,7 +40,6 @@ from shared.keyed.bucketed_spec import (
     REJECT_COLUMN,
     SOURCE_OFFSET,
     SOURCE_PARTITION,
-    SOURCE_RECORD,
 )
 from shared.keyed.bucketed_store import Header, compact
 from shared.keyed.bucketed_tables import (
@@ -208,7 +207,7 @@ class BucketedHarness:
                      "int64")}
         if self.operator_late:
             added.update({SOURCE_PARTITION: np.int32(0), SOURCE_OFFSET: offsets,
-                          SOURCE_RECORD: None, REJECT_COLUMN: None})
+                          REJECT_COLUMN: None})
             # The single path hands the operator epoch ms, not the watermarked column.
             rows = rows.drop(columns=[self.spec.event_time_column])
         return rows.assign(**added)

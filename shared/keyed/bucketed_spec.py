@@ -28,18 +28,17 @@ KEY_HASH_COLUMN = "keyed_hash"  # xxhash64 of the key columns (Spark) or a panda
 DUE_COLUMN = "keyed_due_ms"  # per stored key: when the key must be seen again (wake, expiry)
 # The pipeline's single path (shared/pipeline.py) hands the operator every input record,
 # rejected and late ones too, with where it came from and its original bytes: only the
-# operator learns that a record is late, and then writes it to the late topic unchanged.
-# A rejected record's original also travels as JSON (``SOURCE_RECORD``, rejects only).
+# operator learns that a record is late, and then writes it to the late topic unchanged
+# (a rejected one to the dead-letter topic).
 REJECT_COLUMN = "keyed_reject"  # why the record was rejected upstream; null when valid
 STAGE_COLUMN = "keyed_stage"  # where it was rejected (decode, quality)
 SOURCE_PARTITION, SOURCE_OFFSET = "keyed_src_partition", "keyed_src_offset"
-SOURCE_RECORD = "keyed_src_record"  # {topic, timestamp_ms, key, value, headers}, rejects only
 # Every record's original key, value, timestamp (epoch ms) and headers (null when none):
 # what a late record is written with.
 SOURCE_KEY, SOURCE_VALUE = "keyed_src_key", "keyed_src_value"
 SOURCE_TIMESTAMP, SOURCE_HEADERS = "keyed_src_timestamp_ms", "keyed_src_headers"
-SOURCE_COLUMNS = (SOURCE_PARTITION, SOURCE_OFFSET, SOURCE_RECORD, SOURCE_KEY, SOURCE_VALUE,
-                  SOURCE_TIMESTAMP, SOURCE_HEADERS)
+SOURCE_COLUMNS = (SOURCE_PARTITION, SOURCE_OFFSET, SOURCE_KEY, SOURCE_VALUE, SOURCE_TIMESTAMP,
+                  SOURCE_HEADERS)
 
 _ORDERABLE = (pa.types.is_integer, pa.types.is_floating, pa.types.is_timestamp)
 
