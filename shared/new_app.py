@@ -39,7 +39,7 @@ class NewAppError(ValueError):
 class Names:
     """The forms of an app's name the template uses."""
 
-    name: str  # payments, card_checks: package, topics, app name
+    name: str  # snake_case: the package, the topics' prefix, the app's name
 
     @property
     def substitutions(self) -> dict[str, str]:
@@ -51,7 +51,7 @@ def check_name(name: str, taken: set[str]) -> None:
     if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
         raise NewAppError(
             f"{name!r} is not an app name: lowercase letters, digits and single underscores, "
-            f"starting with a letter, at most {MAX_NAME_LENGTH} characters (e.g. payments)")
+            f"starting with a letter, at most {MAX_NAME_LENGTH} characters")
     if keyword.iskeyword(name):
         raise NewAppError(f"{name!r} is a Python keyword: it cannot name a package")
     if name in taken:
@@ -110,8 +110,9 @@ def new_main(argv: Sequence[str]) -> int:
         description=f"create a new app from the template: {APP_PACKAGE}/NAME/ (a minimal "
                     f"keyed app) and {APP_TESTS_DIR}/NAME/ (its tests); statewise finds it "
                     "with no other file edited. docs/new-app.md walks through adapting it")
-    parser.add_argument("name", help="the app's name: its package, topic prefix and "
-                                     "NAME_* environment variables (e.g. payments)")
+    parser.add_argument("name", help="the app's name, in snake_case: its package "
+                                     "apps/NAME, its topics NAME.* and its NAME_* "
+                                     "environment variables")
     args = parser.parse_args(list(argv))
     try:
         written = create_app(args.name)

@@ -52,11 +52,16 @@ def statewise_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "shared.cli"]
 
 
-def scratch_copy(destination: Path, source: Path = REPO_ROOT) -> ScratchTree:
+def scratch_copy(destination: Path, source: Path = REPO_ROOT, leave_out: tuple[str, ...] = ()
+                 ) -> ScratchTree:
+    """The copy; ``leave_out``: path prefixes not copied (say, an app of the name a test
+    is about to create, which a developer may have made in this tree)."""
     listed = _git(source, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     for relative in filter(None, listed.split("\0")):
         path = source / relative
         if path.is_symlink() or not path.is_file():  # the .venv and .cache links; deleted
+            continue
+        if relative.startswith(leave_out):
             continue
         (destination / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, destination / relative)

@@ -61,25 +61,28 @@ def test_an_existing_folder_is_never_overwritten(tmp_path):
     assert not (tmp_path / "apps").exists()
 
 
+PROBE = "new_app_probe"  # a name no tree has: this test's app joins the real apps package
+
+
 @pytest.fixture()
 def app_folders_in(monkeypatch):
     """Makes a folder's apps/ part of the ``apps`` package; forgets their modules after."""
     def extend(root):
         monkeypatch.setattr(apps, "__path__", [*apps.__path__, str(root / "apps")])
     yield extend
-    for module in [m for m in sys.modules if m.startswith("apps.payments")]:
+    for module in [m for m in sys.modules if m.startswith(f"apps.{PROBE}")]:
         del sys.modules[module]
 
 
 def test_the_new_app_is_an_app_folder_the_loader_finds(tmp_path, app_folders_in):
-    create_app("payments", tmp_path, taken=set())
+    create_app(PROBE, tmp_path, taken=set())
     app_folders_in(tmp_path)
-    found = [entry for entry in folder_entry_points() if entry.name == "payments"]
-    app = load_apps(found)["payments"]
+    found = [entry for entry in folder_entry_points() if entry.name == PROBE]
+    app = load_apps(found)[PROBE]
     assert isinstance(app, AppDefinition) and app.keyed is not None
     assert [t.name for t in app.topics.all()] == [
-        "payments.events", "payments.totals", "payments.alerts", "payments.dead-letter",
-        "payments.late"]
+        f"{PROBE}.events", f"{PROBE}.totals", f"{PROBE}.alerts", f"{PROBE}.dead-letter",
+        f"{PROBE}.late"]
     assert app.settings_type().alert_total > 0
 
 
@@ -98,7 +101,7 @@ def test_statewise_new_refuses_an_installed_app_name(capsys):
 
 
 def test_in_a_scratch_copy_the_new_app_passes_its_own_unit_tests(tmp_path):
-    tree = scratch_copy(tmp_path / "tree")
+    tree = scratch_copy(tmp_path / "tree", leave_out=("apps/payments/", "tests/apps/payments/"))
     created = tree.statewise("new", "payments")
     assert created.returncode == 0, created.stdout + created.stderr
     tests = tree.pytest("tests/apps/payments", "-m", "not integration", "-q")
