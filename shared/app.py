@@ -94,7 +94,8 @@ class KeyedOperator:
 class AppDefinition:
     """One deployable app: its topics, settings, logic and data-quality suite, and what
     the shared commands offer for it (produce, report, Real-Time Mode, demo). Apps are
-    found through the ``statewise.apps`` entry-point group (shared/app_loader.py)."""
+    found through the ``statewise.apps`` entry-point group or as app folders, an
+    ``apps/NAME/app.py`` defining ``APP`` (shared/app_loader.py)."""
 
     name: str
     topics: AppTopics

@@ -10,7 +10,9 @@
     statewise control APP PARAM VALUE      (change a threshold while the app runs)
     statewise demo [APP|all] [--bootstrap-servers HOST:PORT]
     statewise report APP [flags]           (for apps that have a report)
-APP: an installed app (the ``statewise.apps`` entry points, shared/app_loader.py).
+    statewise new NAME                     (a new app from the template: apps/NAME/)
+APP: an installed app (the ``statewise.apps`` entry points) or an app folder
+(apps/NAME/app.py defining APP), shared/app_loader.py.
 Every command prints what it does; ``statewise COMMAND --help`` lists that command's
 flags, and ``statewise run APP --help`` each setting with its environment variable.
 """
@@ -241,6 +243,12 @@ def _demo_main(argv: Sequence[str]) -> int:
     return demo_main(argv)
 
 
+def _new_main(argv: Sequence[str]) -> int:
+    from shared.new_app import new_main
+
+    return new_main(argv)
+
+
 def _run_main(argv: Sequence[str]) -> int:
     """``statewise run APP [flags]``: picks the app; the app's own parser reads the flags."""
     apps = registered_apps()
@@ -268,6 +276,7 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "demo": ("live demo: a broker, a producer, an app and its outputs as they come",
              _demo_main),
     "report": ("an app's report (for apps that have one)", _report_main),
+    "new": ("create a new app from the template (apps/NAME/ and its tests)", _new_main),
 }
 
 

@@ -1,5 +1,6 @@
-"""The apps tests run over: those this source tree declares in pyproject.toml, plus the
-canary, which only tests register (``statewise topics`` never creates its topics).
+"""The apps tests run over: those this source tree declares in pyproject.toml, its app
+folders (apps/NAME/app.py, shared/app_loader.py), plus the canary, which only tests
+register (``statewise topics`` never creates its topics).
 
 Read from pyproject.toml, not from the installed metadata: an editable install's entry
 points date from when it was installed, and tests check the code in front of them.
@@ -12,7 +13,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 from shared.app import AppDefinition
-from shared.app_loader import APP_ENTRY_POINTS, load_apps
+from shared.app_loader import APP_ENTRY_POINTS, folder_entry_points, load_apps
 from shared.settings import REPO_ROOT
 from shared.testing.canary import CANARY
 
@@ -23,5 +24,6 @@ def declared_entry_points(pyproject: Path = REPO_ROOT / "pyproject.toml") -> lis
 
 
 def apps_under_test() -> dict[str, AppDefinition]:
-    """The declared apps and the canary, by name."""
-    return {**load_apps(declared_entry_points()), CANARY.name: CANARY}
+    """The declared apps, the app folders and the canary, by name."""
+    declared = declared_entry_points()
+    return {**load_apps([*declared, *folder_entry_points(declared)]), CANARY.name: CANARY}

@@ -16,7 +16,7 @@ from shared import app_loader, cli, demo, demo_io, produce_cli
 from shared import topics as topic_admin
 from shared.generation.truth import Chunk
 from shared.producer import OutgoingRecord
-from shared.testing.apps import declared_entry_points
+from shared.testing.apps import apps_under_test, declared_entry_points
 from shared.testing.canary import CANARY
 
 
@@ -29,7 +29,9 @@ def test_statewise_topics_creates_the_installed_apps_topics_and_never_the_canary
     monkeypatch.setattr(topic_admin, "provision",
                         lambda admin, specs, prefix: provisioned.extend(specs) or [])
     assert cli.main(["topics"]) == 0
-    assert {spec.app for spec in provisioned} == {"fraud", "iot", "trading"}
+    # The project's apps and any app folder (statewise new), never the canary.
+    assert {spec.app for spec in provisioned} == set(apps_under_test()) - {"canary"}
+    assert {"fraud", "iot", "trading"} <= {spec.app for spec in provisioned}
     assert "canary" not in capsys.readouterr().out
 
 
