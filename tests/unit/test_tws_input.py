@@ -1,5 +1,6 @@
 """The transformWithStateInPandas input split by key with numpy gives the UDF what
-pyspark's row walk gives it: the same keys, in the same order, with the same rows."""
+pyspark's row walk gives it: the same keys, in the same order, with the same rows, one
+frame per call."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import types
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyspark.worker
+from pyspark.sql.conversion import ArrowBatchTransformer
 
-from shared.keyed.tws_input import CLOSURE, chunks, key_runs
+from shared.keyed.tws_input import CLOSURE, key_runs, key_tables
 
 
 def pyspark_groups(frames, key_offsets, limit):
@@ -31,8 +34,11 @@ def pyspark_groups(frames, key_offsets, limit):
             yield key, batch
 
 
-def ours(frames, key_offsets, limit):
-    for key, frame in chunks(iter(frames), key_offsets, limit):
+def ours(frames, key_offsets):
+    """(key, rows) per call: one table per run of a key, read back as pyspark converts."""
+    batches = (pa.RecordBatch.from_pandas(frame, preserve_index=False) for frame in frames)
+    for key, table in key_tables(batches, key_offsets):
+        frame = pd.concat(ArrowBatchTransformer.to_pandas(table, timezone="UTC"), axis=1)
         yield key, list(frame.itertuples(index=False, name=None))
 
 
@@ -48,22 +54,21 @@ def calls(groups):
             for key, run in itertools.groupby(groups, key=lambda x: x[0])]
 
 
-def test_chunks_equal_pyspark_grouping_across_batches_and_limits():
+def test_calls_equal_pyspark_grouping_across_batches():
     rng = np.random.default_rng(5)
     # A key that runs over the end of one Arrow batch into the next stays one call
-    # (pyspark chunks it across the boundary, this at the boundary: same call).
+    # (pyspark chunks it across the boundary, this gathers it: same call, one frame).
     frames = frames_of(rng, [500, 1, 300], keys=3)
     frames[1]["bucket"] = 2  # the first frame's last key again
+    got = list(ours(frames, [0]))
     for limit in (7, 100, 10_000):
-        got = list(ours(frames, [0], limit))
-        assert calls(got) == calls(pyspark_groups(frames, [0], limit))
-        assert len(calls(got)) == 6  # 0 1 2 | 2 | 0 1 2: the twos around the edge one call
-        assert all(len(rows) <= limit for _, rows in got)
+        assert [(key, rows) for key, rows in got] == calls(pyspark_groups(frames, [0], limit))
+    assert len(got) == 6  # 0 1 2 | 2 | 0 1 2: the twos around the edge one call
 
 
 def test_keys_are_python_values_and_composite_keys_split_on_any_column():
     frame = pd.DataFrame({"a": [1, 1, 1, 2], "b": ["x", "x", "y", "y"], "v": [1.0, 2.0, 3.0, 4.0]})
-    got = list(ours([frame], [0, 1], 100))
+    got = list(ours([frame], [0, 1]))
     assert [k for k, _ in got] == [(1, "x"), (1, "y"), (2, "y")]
     assert all(type(k[0]) is int for k, _ in got)
     assert [len(rows) for _, rows in got] == [2, 1, 1]
@@ -72,9 +77,9 @@ def test_keys_are_python_values_and_composite_keys_split_on_any_column():
 
 def test_null_keys_run_together():
     column = np.array([None, None, "a", "a", None], dtype=object)
-    assert key_runs([column], 100) == [(0, 2), (2, 4), (4, 5)]
-    assert key_runs([np.array([np.nan, np.nan, 1.0])], 100) == [(0, 2), (2, 3)]
-    assert key_runs([np.array([], dtype=np.int64)], 100) == []
+    assert key_runs([column]) == [(0, 2), (2, 4), (4, 5)]
+    assert key_runs([np.array([np.nan, np.nan, 1.0])]) == [(0, 2), (2, 3)]
+    assert key_runs([np.array([], dtype=np.int64)]) == []
 
 
 def nested_code(code: types.CodeType, name: str) -> types.CodeType | None:
