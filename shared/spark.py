@@ -95,6 +95,12 @@ def session_conf(settings: PlatformSettings, app_name: str,
         "spark.sql.shuffle.partitions": str(settings.state_partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Arrow batches to Python bounded by records only (maxRecordsPerBatch, 10k). With
+        # a byte bound, the transformWithStateInPandas writer sums the batch's size after
+        # every row, and a list column (the Kafka headers every record carries) walks its
+        # whole vector to answer: half the JVM's samples in a fraud drain. INT_MAX is the
+        # value Spark reads as "no byte bound" (BaseStreamingArrowWriter, 4.3).
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.ui.showConsoleProgress": "false",
