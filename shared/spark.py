@@ -98,7 +98,7 @@ def session_conf(settings: PlatformSettings, app_name: str,
         # Arrow batches to Python bounded by records only (maxRecordsPerBatch, 10k). With
         # a byte bound, the transformWithStateInPandas writer sums the batch's size after
         # every row, and a list column (the Kafka headers every record carries) walks its
-        # whole vector to answer: half the JVM's samples in a fraud drain. INT_MAX is the
+        # whole vector to answer: half the JVM's samples in an app's drain. INT_MAX is the
         # value Spark reads as "no byte bound" (BaseStreamingArrowWriter, 4.3).
         "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
         "spark.pyspark.python": sys.executable,

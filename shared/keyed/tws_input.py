@@ -12,7 +12,7 @@ function it returns finds the key boundaries of each Arrow batch from the key co
 alone, gathers each key's rows as Arrow slices (no copy) across the batches it spans,
 and converts them to pandas once: the UDF gets one frame per key. Converting each
 10k-row Arrow batch (``arrowMaxRecordsPerBatch``) and concatenating the pieces in pandas
-was a fifth of the workers' time in a fraud drain (pandas checks every object value of
+was a fifth of the workers' time in an app's drain (pandas checks every object value of
 a concat for nulls). Everything else is pyspark's: the same closure values (the UDF, the
 key and value offsets, the state API client, the output schema), the same calls (once
 per key run, then PROCESS_TIMER, then COMPLETE), the same per-column conversions, the
