@@ -1,0 +1,92 @@
+"""Only shared/kafka_clients.py makes Kafka clients, read from the source: no other module
+of shared/ or apps/ constructs a confluent-kafka client (however it imported the class) or
+spells a client configuration's ``bootstrap.servers`` (a hand-built configuration, or
+Spark options, would leave the security settings out)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from shared.settings import REPO_ROOT
+
+FACTORY = REPO_ROOT / "shared" / "kafka_clients.py"
+CLIENT_CLASSES = {"AdminClient", "Producer", "Consumer", "SerializingProducer",
+                  "DeserializingConsumer"}
+CONNECTION_KEYS = {"bootstrap.servers", "kafka.bootstrap.servers"}
+
+
+def client_constructions(source: str) -> list[str]:
+    """Calls that construct a confluent-kafka client, and configuration keys spelled out,
+    each as ``line: what``."""
+    tree = ast.parse(source)
+    classes: dict[str, str] = {}  # local name -> client class
+    modules: set[str] = set()  # local names of confluent_kafka and its submodules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "confluent_kafka"):
+            for alias in node.names:
+                if alias.name in CLIENT_CLASSES:
+                    classes[alias.asname or alias.name] = alias.name
+                else:  # from confluent_kafka import admin
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("confluent_kafka"):
+                    modules.add(alias.asname or alias.name.split(".")[0])
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in classes:
+                found.append(f"{node.lineno}: {classes[func.id]}(...)")
+            elif isinstance(func, ast.Attribute) and func.attr in CLIENT_CLASSES and \
+                    _root(func) in modules:
+                found.append(f"{node.lineno}: {func.attr}(...)")
+        elif isinstance(node, ast.Constant) and node.value in CONNECTION_KEYS:
+            found.append(f"{node.lineno}: {node.value!r}")
+    return found
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def checked_modules() -> list[Path]:
+    return [path for folder in ("shared", "apps")
+            for path in sorted((REPO_ROOT / folder).rglob("*.py")) if path != FACTORY]
+
+
+def test_the_check_sees_every_way_of_making_a_client():
+    assert client_constructions("from confluent_kafka import Producer\nProducer({})") == \
+        ["2: Producer(...)"]
+    assert client_constructions(
+        "from confluent_kafka.admin import AdminClient as A\nA(config)") == \
+        ["2: AdminClient(...)"]
+    assert client_constructions("import confluent_kafka\nconfluent_kafka.Consumer({})") == \
+        ["2: Consumer(...)"]
+    assert client_constructions("import confluent_kafka.admin as ka\nka.AdminClient({})") == \
+        ["2: AdminClient(...)"]
+    assert client_constructions("from confluent_kafka import admin\nadmin.AdminClient({})") \
+        == ["2: AdminClient(...)"]
+    assert client_constructions('reader.option("kafka.bootstrap.servers", servers)') == \
+        ["1: 'kafka.bootstrap.servers'"]
+    assert client_constructions('config = {"bootstrap.servers": servers}') == \
+        ["1: 'bootstrap.servers'"]
+    # Types in annotations, the factory's own functions and prose are not constructions.
+    assert client_constructions(
+        "from confluent_kafka import Producer\n"
+        "from shared.kafka_clients import producer\n"
+        "def send(p: Producer) -> None:\n"
+        "    '''Sends with a producer (bootstrap.servers from the settings).'''\n"
+        "    producer(settings)\n") == []
+
+
+def test_only_the_factory_makes_kafka_clients():
+    modules = checked_modules()
+    assert len(modules) > 60 and FACTORY.exists()  # the whole tree, not an empty glob
+    found = {str(path.relative_to(REPO_ROOT)): hits for path in modules
+             if (hits := client_constructions(path.read_text()))}
+    assert found == {}, "build Kafka clients with shared/kafka_clients.py"
