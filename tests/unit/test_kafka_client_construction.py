@@ -1,7 +1,10 @@
 """Only shared/kafka_clients.py makes Kafka clients, read from the source: no other module
 of shared/ or apps/ constructs a confluent-kafka client (however it imported the class) or
 spells a client configuration's ``bootstrap.servers`` (a hand-built configuration, or
-Spark options, would leave the security settings out)."""
+Spark options, would leave the security settings out). Nor does one hand the factory
+bare ``settings.bootstrap_servers`` where it could hand it the settings: that is how
+``run``, ``topics``, ``control`` and ``demo`` made admin clients without the security
+settings (issue 12). Only the local broker, plain text, is named by its servers alone."""
 
 from __future__ import annotations
 
@@ -14,6 +17,13 @@ FACTORY = REPO_ROOT / "shared" / "kafka_clients.py"
 CLIENT_CLASSES = {"AdminClient", "Producer", "Consumer", "SerializingProducer",
                   "DeserializingConsumer"}
 CONNECTION_KEYS = {"bootstrap.servers", "kafka.bootstrap.servers"}
+# Functions that take where Kafka is (a connection, settings or bare servers) first.
+TAKES_KAFKA = {"connection", "admin_client", "admin_config", "producer", "producer_config",
+               "tuned_producer", "tuned_producer_config", "transactional_producer",
+               "transactional_producer_config", "consumer", "consumer_config",
+               "spark_options", "require_broker", "read_all", "read_finished",
+               "send_values", "send_json"}
+LOCAL_BROKER = REPO_ROOT / "shared" / "broker.py"
 
 
 def client_constructions(source: str) -> list[str]:
@@ -45,6 +55,21 @@ def client_constructions(source: str) -> list[str]:
                 found.append(f"{node.lineno}: {func.attr}(...)")
         elif isinstance(node, ast.Constant) and node.value in CONNECTION_KEYS:
             found.append(f"{node.lineno}: {node.value!r}")
+    return found
+
+
+def servers_alone(source: str) -> list[str]:
+    """Calls that hand a function taking Kafka's whereabouts ``x.bootstrap_servers``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else \
+                func.attr if isinstance(func, ast.Attribute) else None
+            first = node.args[0]
+            if name in TAKES_KAFKA and isinstance(first, ast.Attribute) and \
+                    first.attr == "bootstrap_servers":
+                found.append(f"{node.lineno}: {name}(....bootstrap_servers)")
     return found
 
 
@@ -90,3 +115,17 @@ def test_only_the_factory_makes_kafka_clients():
     found = {str(path.relative_to(REPO_ROOT)): hits for path in modules
              if (hits := client_constructions(path.read_text()))}
     assert found == {}, "build Kafka clients with shared/kafka_clients.py"
+
+
+def test_the_check_sees_servers_handed_over_without_their_security_settings():
+    assert servers_alone("provision(admin_client(settings.bootstrap_servers), specs)") == \
+        ["1: admin_client(....bootstrap_servers)"]
+    assert servers_alone("kafka_clients.consumer(self.settings.bootstrap_servers)") == \
+        ["1: consumer(....bootstrap_servers)"]
+    assert servers_alone("admin_client(settings)\nread_all(settings, topic)") == []
+
+
+def test_settings_reach_the_factory_whole():
+    found = {str(path.relative_to(REPO_ROOT)): hits for path in checked_modules()
+             if path != LOCAL_BROKER and (hits := servers_alone(path.read_text()))}
+    assert found == {}, "hand the factory the settings (their security settings with them)"
