@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from shared.new_app import create_app
 from shared.settings import REPO_ROOT
 
 FACTORY = REPO_ROOT / "shared" / "kafka_clients.py"
@@ -129,3 +130,15 @@ def test_settings_reach_the_factory_whole():
     found = {str(path.relative_to(REPO_ROOT)): hits for path in checked_modules()
              if path != LOCAL_BROKER and (hits := servers_alone(path.read_text()))}
     assert found == {}, "hand the factory the settings (their security settings with them)"
+
+
+def test_a_generated_app_and_its_tests_take_their_clients_from_the_settings(tmp_path):
+    """The app template (shared/templates/app/), as ``statewise new`` writes it: its
+    package and its broker test make no client and hand the Kafka helpers the settings."""
+    written = [path for path in create_app("payments", tmp_path, taken=set())
+               if path.suffix == ".py"]
+    assert len(written) > 8  # the package and its tests, not an empty template folder
+    found = {str(path.relative_to(tmp_path)): hits for path in written
+             if (hits := client_constructions(path.read_text()) +
+                 servers_alone(path.read_text()))}
+    assert found == {}, "the template builds clients as shared/ does: from the settings"
