@@ -60,18 +60,38 @@ def client_constructions(source: str) -> list[str]:
 
 
 def servers_alone(source: str) -> list[str]:
-    """Calls that hand a function taking Kafka's whereabouts ``x.bootstrap_servers``."""
+    """Calls that hand a function taking Kafka's whereabouts ``x.bootstrap_servers``, or a
+    name the module bound to one (``bootstrap = settings.bootstrap_servers``)."""
+    tree = ast.parse(source)
+    bound = _names_bound_to_servers(tree)
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.args:
             func = node.func
             name = func.id if isinstance(func, ast.Name) else \
                 func.attr if isinstance(func, ast.Attribute) else None
             first = node.args[0]
-            if name in TAKES_KAFKA and isinstance(first, ast.Attribute) and \
-                    first.attr == "bootstrap_servers":
+            if name in TAKES_KAFKA and (_is_servers(first) or
+                                        isinstance(first, ast.Name) and first.id in bound):
                 found.append(f"{node.lineno}: {name}(....bootstrap_servers)")
     return found
+
+
+def _is_servers(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "bootstrap_servers"
+
+
+def _names_bound_to_servers(tree: ast.AST) -> set[str]:
+    """Names assigned ``x.bootstrap_servers``, alone or in a tuple assignment."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                pairs = zip(target.elts, node.value.elts, strict=False) \
+                    if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                    else [(target, node.value)]
+                bound |= {t.id for t, v in pairs if isinstance(t, ast.Name) and _is_servers(v)}
+    return bound
 
 
 def _root(node: ast.AST) -> str | None:
@@ -123,6 +143,9 @@ def test_the_check_sees_servers_handed_over_without_their_security_settings():
         ["1: admin_client(....bootstrap_servers)"]
     assert servers_alone("kafka_clients.consumer(self.settings.bootstrap_servers)") == \
         ["1: consumer(....bootstrap_servers)"]
+    assert servers_alone("bootstrap, prefix = settings.bootstrap_servers, settings.topic_prefix"
+                         "\nread_finished(bootstrap, topic)") == \
+        ["2: read_finished(....bootstrap_servers)"]
     assert servers_alone("admin_client(settings)\nread_all(settings, topic)") == []
 
 
