@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 import orjson
-from confluent_kafka import Consumer
 
 from shared.durations import duration_ms
+from shared.kafka_clients import consumer as kafka_consumer
 
 
 def stats(values: list[float]) -> dict:
@@ -64,8 +64,9 @@ def by_trigger_record(id_field: str, kind_field: str):
 def send_times(bootstrap: str, topic: str, id_field: str, wanted: set[str]
                ) -> dict[str, float]:
     """The Kafka (producer) timestamp of each wanted input record."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ts-{time.time()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = kafka_consumer(bootstrap, **{
+        "group.id": f"bench-ts-{time.time()}", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False})
     consumer.subscribe([topic])
     found, idle = {}, 0
     needle = f'"{id_field}"'.encode()

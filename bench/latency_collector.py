@@ -11,12 +11,13 @@ import sys
 import time
 
 import orjson
-from confluent_kafka import Consumer
+
+from shared.kafka_clients import consumer as kafka_consumer
 
 
 def collect(bootstrap: str, topic: str, out: str, seconds: float) -> None:
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"bench-latency-{time.time()}",
+    consumer = kafka_consumer(bootstrap, **{
+        "group.id": f"bench-latency-{time.time()}",
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
         "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
     consumer.subscribe([topic])

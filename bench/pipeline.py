@@ -42,10 +42,11 @@ from bench.stack import (
     topic_end,
 )
 from shared.app import AppDefinition, Output
+from shared.kafka_clients import admin_client
 from shared.keyed.bucketed import BucketedProcessor, BucketUpdate
 from shared.runner import start
 from shared.spark import build_session
-from shared.topics import TopicSpec, admin_client, provision
+from shared.topics import TopicSpec, provision
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # (seen outputs [{"seen_ms", "value"}], bootstrap, input topic, settings) -> per-kind stats
@@ -194,7 +195,7 @@ def live(bench: AppBench, spark, settings, rate: int, seconds: int, work: Path,
     prefix = live_settings.topic_prefix
     seen_file = work / f"outputs-seen-{tag}.jsonl"
     # Topics first, empty: a record sent only to create them would move the watermark.
-    provision(admin_client(settings.bootstrap_servers), bench.app.topics.all(), prefix)
+    provision(admin_client(settings), bench.app.topics.all(), prefix)
     running = start(spark, bench.app, live_settings)
     while running.query.lastProgress is None:  # Python workers up, first batch done
         time.sleep(0.5)

@@ -15,11 +15,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from shared.broker import BrokerConfig, LocalBroker
+from shared.kafka_clients import consumer as kafka_consumer
 from shared.kafka_io import parse, read_topics
 from shared.processes import free_port
 from shared.settings import PlatformSettings, to_environment
@@ -52,7 +53,7 @@ def produce_cli(app: str, settings: PlatformSettings, *flags: str) -> subprocess
 
 def topic_end(bootstrap: str, topic: str) -> int:
     """Records in ``topic`` (sum of its partitions' end offsets; starts are 0 here)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends"})
+    consumer = kafka_consumer(bootstrap, group_id="bench-ends")
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
         return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
@@ -64,9 +65,9 @@ def topic_end(bootstrap: str, topic: str) -> int:
 def raw_read_rate(bootstrap: str, topic: str) -> dict:
     """A plain confluent-kafka consumer reading the whole topic: the raw read ceiling."""
     total = topic_end(bootstrap, topic)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-raw-{time.time()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "fetch.max.bytes": 64 << 20})
+    consumer = kafka_consumer(bootstrap, **{
+        "group.id": f"bench-raw-{time.time()}", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "fetch.max.bytes": 64 << 20})
     consumer.subscribe([topic])
     read, started = 0, None
     try:

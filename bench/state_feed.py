@@ -33,7 +33,8 @@ import numpy as np
 
 from shared.app_commands import RunOptions
 from shared.app_loader import registered_apps
-from shared.producer import OutgoingRecord, SendReport, kafka_producer, send_all
+from shared.kafka_clients import tuned_producer
+from shared.producer import OutgoingRecord, SendReport, send_all
 
 MAX_INSTRUMENTS = 26 ** 4  # apps/trading/reference.py: four-letter symbols
 # Trading's whole day is in session, so that event time anywhere is traded.
@@ -118,6 +119,6 @@ class StreamFeed:
             yield self._pending.popleft()
 
     def send(self, bootstrap: str, topic: str, n: int) -> SendReport:
-        report = send_all(kafka_producer(bootstrap), topic, self.records(n))
+        report = send_all(tuned_producer(bootstrap), topic, self.records(n))
         self.sent += n
         return report

@@ -54,9 +54,10 @@ from bench.state_progress import (
 from bench.state_reader import disk_usage
 from bench.state_table import markdown_table, where_time_goes
 from shared.app import AppDefinition
+from shared.kafka_clients import admin_client
 from shared.metrics import metrics_path
 from shared.testing.canary_runs import settings_env
-from shared.topics import admin_client, provision
+from shared.topics import provision
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DRAIN_BATCH = 250_000  # maxOffsetsPerTrigger: the pipeline benchmarks' batch
@@ -84,7 +85,7 @@ def measure_point(app: AppDefinition, keys: int, bootstrap: str, reader) -> dict
     metrics = metrics_path(settings.metrics_dir, app.name)
     env = settings_env(settings, SPARK_LOCAL_DIRS=str(work / "spark-local"))
     point: dict = {"app": app.name, "target_keys": keys, "population": asdict(pop)}
-    provision(admin_client(bootstrap), app.topics.all(), settings.topic_prefix)
+    provision(admin_client(settings), app.topics.all(), settings.topic_prefix)
     feed = StreamFeed(pop, _stream_start_ms(pop))
     _say(f"{app.name} {keys:,}: preloading {pop.preload:,} records ({pop.flags[:2]})")
     point["preload_send_s"] = _timed(lambda: feed.send(bootstrap, topic, pop.preload))

@@ -35,13 +35,14 @@ from apps.trading.settings import TradingSettings
 from apps.trading.topics import TRADING
 from bench import stack
 from bench.latency import stats
+from shared.kafka_clients import admin_client
 from shared.realtime_runner import (
     realtime_spark,
     required_task_slots,
     start_realtime,
     with_enough_slots,
 )
-from shared.topics import admin_client, provision
+from shared.topics import provision
 
 NAME = "trading_realtime"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -144,7 +145,7 @@ def drain_micro_batch(spark, settings: TradingSettings, total: int) -> dict:
 def live(spark, settings: TradingSettings, trigger: dict | None, rate: int, seconds: int,
          work: Path) -> dict:
     """Latency at ``rate`` for ``seconds``, after WARMUP_S of the same traffic."""
-    provision(admin_client(settings.bootstrap_servers), TRADING.all(), settings.topic_prefix)
+    provision(admin_client(settings), TRADING.all(), settings.topic_prefix)
     running = start_realtime(spark, TRADING_REALTIME, settings, trigger=trigger)
     time.sleep(15)  # planning and the first batch's start
     out = work / f"latency-{settings.topic_prefix.strip('.')}.json"
@@ -187,10 +188,10 @@ def by_second(seen_ms: list[int], latency: list[float], start_ms: int) -> list[l
 def collect(bootstrap: str, topic: str, out: str, seconds: float) -> None:
     """Stamp each bar update when it becomes visible; keep only the latencies (a bar
     update per trade and interval is too many records to write out)."""
-    from confluent_kafka import Consumer
+    from shared.kafka_clients import consumer as kafka_consumer
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"bench-rt-{time.time()}",
+    consumer = kafka_consumer(bootstrap, **{
+        "group.id": f"bench-rt-{time.time()}",
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
         "isolation.level": "read_committed", "fetch.wait.max.ms": 5})
     consumer.subscribe([topic])

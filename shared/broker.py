@@ -110,10 +110,11 @@ class LocalBroker:
 
     def wait_ready(self, timeout_s: float, process: subprocess.Popen | None = None) -> None:
         """Block until the broker reports itself in cluster metadata."""
-        from confluent_kafka.admin import AdminClient
+        from shared.kafka_clients import admin_client
 
         # log_level 0: librdkafka would print a line per refused connection while we poll.
-        admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, "log_level": 0})
+        # The local broker is plain text: bootstrap servers, no security settings.
+        admin = admin_client(self.config.bootstrap_servers, log_level=0)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if process is not None and process.poll() is not None:
@@ -129,14 +130,15 @@ class LocalBroker:
     def _warm_coordinators(self, timeout_s: float) -> None:
         """Create the group and transaction coordinators' topics now. Kafka creates
         them on first use, and the first app would otherwise wait on NOT_COORDINATOR."""
-        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
+
+        from shared.kafka_clients import consumer as kafka_consumer
+        from shared.kafka_clients import transactional_producer
 
         bootstrap = self.config.bootstrap_servers
-        producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0,
-                             "transactional.id": "statewise-broker-warmup"})
+        producer = transactional_producer(bootstrap, "statewise-broker-warmup", log_level=0)
         producer.init_transactions(timeout_s)
-        consumer = Consumer({"bootstrap.servers": bootstrap, "log_level": 0,
-                             "group.id": "statewise-broker-warmup"})
+        consumer = kafka_consumer(bootstrap, log_level=0, group_id="statewise-broker-warmup")
         deadline = time.monotonic() + timeout_s
         try:
             while True:

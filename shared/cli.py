@@ -27,8 +27,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from shared import kafka_clients
 from shared.app import AppDefinition
 from shared.app_loader import registered_apps
+from shared.kafka_clients import KafkaSecurityError
 from shared.settings import (
     EnvironmentValueError,
     PlatformSettings,
@@ -85,9 +87,9 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool) -> int
     from shared.quality_sampling import start_quality_monitor
     from shared.runner import run_until_stopped, start, worker_modules
     from shared.spark import build_session, start_python_workers
-    from shared.topics import admin_client, provision
+    from shared.topics import provision
 
-    provision(admin_client(settings.bootstrap_servers), app.topics.all(), settings.topic_prefix)
+    provision(kafka_clients.admin_client(settings), app.topics.all(), settings.topic_prefix)
     # The Python workers start while the driver plans the query, forked from a daemon
     # that has imported the app's modules (docs/operations.md, "Restart time").
     spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
@@ -125,10 +127,9 @@ def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
 def _require_broker(settings: PlatformSettings) -> None:
     """Before a command uses Kafka: BrokerUnreachable, which main() reports, when no broker
     answers (security settings applied, so that a secured cluster can answer)."""
-    from shared.kafka_io import client_properties
     from shared.topics import require_broker
 
-    require_broker(settings.bootstrap_servers, client_properties(settings))
+    require_broker(settings)
 
 
 def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
@@ -161,7 +162,7 @@ def _broker_main(argv: Sequence[str]) -> int:
 
 
 def _topics_main(argv: Sequence[str]) -> int:
-    from shared.topics import admin_client, provision
+    from shared.topics import provision
 
     apps = registered_apps()
     parser = argparse.ArgumentParser(prog="statewise topics",
@@ -172,7 +173,7 @@ def _topics_main(argv: Sequence[str]) -> int:
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
     specs = [s for name, a in apps.items() if args.app in (None, name) for s in a.topics.all()]
-    created = provision(admin_client(settings.bootstrap_servers), specs, settings.topic_prefix)
+    created = provision(kafka_clients.admin_client(settings), specs, settings.topic_prefix)
     for spec in specs:
         name = spec.qualified(settings.topic_prefix)
         print(f"{'created' if name in created else 'exists '} {name} "
@@ -185,8 +186,8 @@ def _control_main(argv: Sequence[str]) -> int:
     topic; the version defaults to now (ms), so a later change wins."""
     import time
 
-    from shared.producer import OutgoingRecord, json_value, kafka_producer, send_all
-    from shared.topics import admin_client, provision
+    from shared.producer import OutgoingRecord, json_value, send_all
+    from shared.topics import provision
 
     apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
     parser = argparse.ArgumentParser(prog="statewise control",
@@ -205,10 +206,10 @@ def _control_main(argv: Sequence[str]) -> int:
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
     spec = apps[args.app].topics.control
-    provision(admin_client(settings.bootstrap_servers), [spec], settings.topic_prefix)
+    provision(kafka_clients.admin_client(settings), [spec], settings.topic_prefix)
     version = args.version if args.version is not None else int(time.time() * 1000)
     record = {"param": args.param, "value": args.value, "version": version}
-    send_all(kafka_producer(settings.bootstrap_servers),
+    send_all(kafka_clients.tuned_producer(settings),
              spec.qualified(settings.topic_prefix),
              [OutgoingRecord(key=args.param.encode(), value=json_value(record))])
     print(f"sent {record} to {spec.qualified(settings.topic_prefix)}")
@@ -315,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _summary, command_main = COMMANDS[args.command]
     try:
         return command_main(rest)
-    except EnvironmentValueError as error:  # a usage error, as argparse's are: exit 2
+    except (EnvironmentValueError, KafkaSecurityError) as error:  # usage errors: exit 2
         print(f"statewise: {error}", file=sys.stderr)
         return 2
     except BrokerUnreachable as error:

@@ -1,7 +1,9 @@
 """``statewise demo [APP|all]``: apps live on this machine, until Ctrl-C.
 
 1. starts the local Kafka broker (KRaft) unless one runs already, or uses the Kafka
-   that --bootstrap-servers names (then it neither starts nor stops a broker);
+   that --bootstrap-servers names (then it neither starts nor stops a broker; the
+   environment's security settings, STATEWISE_KAFKA_*, apply to it, never to the
+   local broker, which is plain text);
 2. creates the apps' topics (prefix ``demo.``);
 3. produces each app's demo input live (event time from now) with bad and late records;
 4. starts the apps' streaming queries in one local Spark (checkpoints under --work-dir,
@@ -30,8 +32,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shared import kafka_clients
 from shared.demo_io import print_outputs, produce, report_progress, say
-from shared.settings import REPO_ROOT, from_env
+from shared.settings import REPO_ROOT, PlatformSettings, from_env
 
 if TYPE_CHECKING:
     from shared.app import AppDefinition
@@ -78,7 +81,8 @@ def _parser(apps: list[AppDefinition], shown_name: str) -> argparse.ArgumentPars
                         help=f"input records per second, for each app (default: {rates})")
     parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", default=None,
                         help="use this Kafka instead of the local broker, which is then "
-                             "neither started nor stopped")
+                             "neither started nor stopped (with the security settings of "
+                             "the environment, STATEWISE_KAFKA_*)")
     parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / "var" / "demo",
                         help="where the demo keeps its checkpoints and metrics")
     parser.add_argument("--keep-broker", action="store_true",
@@ -93,7 +97,7 @@ def demo_settings(app: AppDefinition, bootstrap_servers: str, cluster_id: str,
     """The app's settings in the demo: its own demo overrides over the environment's.
     ``starting_offsets``: where a new checkpoint starts reading its input."""
     return dataclasses.replace(
-        from_env(app.settings_type), bootstrap_servers=bootstrap_servers,
+        on_demo_kafka(from_env(app.settings_type), bootstrap_servers, args),
         topic_prefix=DEMO_PREFIX,
         # A checkpoint holds the offsets of one cluster's topics: another Kafka (or the
         # local one, wiped) gets its own, instead of failing on offsets it never had.
@@ -102,6 +106,13 @@ def demo_settings(app: AppDefinition, bootstrap_servers: str, cluster_id: str,
         # Small batches: results come fast after a restart on a backlog too.
         starting_offsets=starting_offsets, max_offsets_per_trigger=20_000,
         **app.demo.app_settings(args))
+
+
+def on_demo_kafka(settings, bootstrap_servers: str, args: argparse.Namespace):
+    """``settings`` on the demo's Kafka: one --bootstrap-servers named, with the security
+    settings ``settings`` hold (the environment's); the local broker, plain text, with none."""
+    settings = dataclasses.replace(settings, bootstrap_servers=bootstrap_servers)
+    return settings if args.bootstrap_servers else kafka_clients.without_security(settings)
 
 
 def _run_demo(apps: list[AppDefinition], args: argparse.Namespace) -> int:
@@ -126,10 +137,12 @@ def _run_apps(apps: list[AppDefinition], args: argparse.Namespace,
     spark = None
     several = len(apps) > 1
     try:
-        cluster_id = _provision(apps, bootstrap_servers)
+        kafka = kafka_clients.connection(
+            on_demo_kafka(from_env(PlatformSettings), bootstrap_servers, args))
+        cluster_id = _provision(apps, kafka)
         # A new checkpoint reads from here: what this demo produces, not the input of
         # earlier demos on the same Kafka, and none of it lost to Spark's start.
-        offsets = _input_end_offsets(apps, bootstrap_servers)
+        offsets = _input_end_offsets(apps, kafka)
         settings = {app.name: demo_settings(app, bootstrap_servers, cluster_id, args,
                                             offsets[app.name]) for app in apps}
         for app in apps:
@@ -190,22 +203,22 @@ def _kafka(args: argparse.Namespace) -> Iterator[str]:
             say("Kafka stopped")
 
 
-def _provision(apps: list[AppDefinition], bootstrap_servers: str) -> str:
+def _provision(apps: list[AppDefinition], kafka: kafka_clients.KafkaConnection) -> str:
     """Creates the apps' topics; returns the cluster's id."""
-    from shared.topics import admin_client, provision
+    from shared.topics import provision
 
-    admin = admin_client(bootstrap_servers)
+    admin = kafka_clients.admin_client(kafka)
     for app in apps:
         provision(admin, app.topics.all(), DEMO_PREFIX)
     return admin.list_topics(timeout=30).cluster_id or "unknown-cluster"
 
 
-def _input_end_offsets(apps: list[AppDefinition], bootstrap_servers: str) -> dict[str, str]:
+def _input_end_offsets(apps: list[AppDefinition], kafka: kafka_clients.KafkaConnection
+                       ) -> dict[str, str]:
     """Per app, its input topic's end offsets now, as Spark's ``startingOffsets`` JSON."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "log_level": 3,
-                         "group.id": "statewise-demo-offsets"})
+    consumer = kafka_clients.consumer(kafka, log_level=3, group_id="statewise-demo-offsets")
     try:
         metadata = consumer.list_topics(timeout=30)
         offsets = {}

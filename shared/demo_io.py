@@ -12,8 +12,7 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer
-
+from shared import kafka_clients
 from shared.app_commands import DemoOutput, DemoSpec, RunOptions
 
 if TYPE_CHECKING:
@@ -35,10 +34,10 @@ def show(line: str) -> None:
 
 def produce(app: AppDefinition, settings, args: argparse.Namespace, rate: float,
             stop: threading.Event) -> None:
-    from shared.producer import kafka_producer, send_all
+    from shared.producer import send_all
 
     topic = app.input_topic.qualified(settings.topic_prefix)
-    producer = kafka_producer(settings.bootstrap_servers)
+    producer = kafka_clients.tuned_producer(settings)
     report = send_all(producer, topic, live_records(app.demo, args, rate, stop))
     say(f"{app.name}: producer stopped after {report.delivered:,} {app.demo.input_noun}")
 
@@ -67,9 +66,8 @@ def print_outputs(app: AppDefinition, settings, prefix: str, stop: threading.Eve
     set_aside = {app.topics.dead_letter.qualified(settings.topic_prefix): "DEAD-LETTER",
                  app.topics.late.qualified(settings.topic_prefix): "LATE"}
     width = max(len(output.label) for output in app.demo.outputs)
-    consumer = Consumer({
-        "bootstrap.servers": settings.bootstrap_servers, "log_level": 3,
-        "group.id": f"statewise-demo-printer-{uuid.uuid4().hex[:8]}",
+    consumer = kafka_clients.consumer(settings, **{
+        "log_level": 3, "group.id": f"statewise-demo-printer-{uuid.uuid4().hex[:8]}",
         "auto.offset.reset": "latest", "isolation.level": "read_committed"})
     consumer.subscribe([*outputs, *set_aside])
     try:

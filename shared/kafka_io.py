@@ -13,12 +13,12 @@ An envelope is a row shaped like Spark's own Kafka sink input:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from shared.kafka_clients import spark_options
 from shared.settings import PlatformSettings
 from shared.topics import RecordSchema, TopicSpec
 
@@ -33,19 +33,6 @@ _MIN_EVENT_MS, _MAX_EVENT_MS = -62_135_596_800_000, 253_402_300_799_999
 _CORRUPT = "_corrupt_record"
 
 
-def client_properties(settings: PlatformSettings) -> dict[str, str]:
-    """Kafka client settings from the properties file named in settings (security)."""
-    if not settings.kafka_security:
-        return {}
-    properties: dict[str, str] = {}
-    for line in Path(settings.kafka_security).read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            properties[key.strip()] = value.strip()
-    return properties
-
-
 def read_topics(spark: SparkSession, settings: PlatformSettings,
                 specs: tuple[TopicSpec, ...], *, whole_topic: bool = False) -> DataFrame:
     """A streaming DataFrame of the raw Kafka records of ``specs``. ``whole_topic``
@@ -53,7 +40,7 @@ def read_topics(spark: SparkSession, settings: PlatformSettings,
     limit, whatever the settings say for the data."""
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .options(**spark_options(settings))  # bootstrap servers and security
         .option("subscribe", ",".join(s.qualified(settings.topic_prefix) for s in specs))
         .option("startingOffsets", "earliest" if whole_topic else settings.starting_offsets)
         .option("includeHeaders", "true")
@@ -62,8 +49,6 @@ def read_topics(spark: SparkSession, settings: PlatformSettings,
     )
     if settings.max_offsets_per_trigger > 0 and not whole_topic:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
-    for key, value in client_properties(settings).items():
-        reader = reader.option(f"kafka.{key}", value)
     return reader.load()
 
 

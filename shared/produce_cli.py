@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared.app_commands import GeneratorRun, RunOptions
-from shared.producer import DeliveryError, OutgoingRecord, SendReport, kafka_producer, send_all
+from shared.producer import DeliveryError, OutgoingRecord, SendReport, send_all
 from shared.settings import REPO_ROOT, PlatformSettings, add_arguments, from_namespace
 
 if TYPE_CHECKING:
@@ -122,18 +122,18 @@ def produce_main(argv: Sequence[str], clock: Clock = time.time) -> int:
 
 
 def _require_broker(settings: PlatformSettings) -> None:
-    """BrokerUnreachable, which ``statewise`` reports as one line, when no broker answers."""
-    from shared.kafka_io import client_properties
+    """BrokerUnreachable, which ``statewise`` reports as one line, when no broker answers
+    (security settings applied, so that a secured cluster can answer)."""
     from shared.topics import require_broker
 
-    require_broker(settings.bootstrap_servers, client_properties(settings))
+    require_broker(settings)
 
 
 def _provision(app: AppDefinition, settings: PlatformSettings) -> str:
-    from shared.kafka_io import client_properties
-    from shared.topics import admin_client, provision
+    from shared import kafka_clients
+    from shared.topics import provision
 
-    admin = admin_client(settings.bootstrap_servers, client_properties(settings))
+    admin = kafka_clients.admin_client(settings)
     created = provision(admin, app.topics.all(), settings.topic_prefix)
     if created:
         print(f"created topics: {', '.join(created)}", file=sys.stderr)
@@ -142,14 +142,14 @@ def _provision(app: AppDefinition, settings: PlatformSettings) -> str:
 
 def _produce(app: str, run: GeneratorRun, topic: str, options: RunOptions,
              args: argparse.Namespace, settings: PlatformSettings, clock: Clock) -> int:
+    from shared import kafka_clients
     from shared.generation.truth import TruthFiles, take
-    from shared.kafka_io import client_properties
 
     run_dir = args.labels_dir / f"{app}-seed{options.seed}-{options.start_time_ms}"
     truth = TruthFiles(run_dir)
     until_ms = None if args.duration is None else options.start_time_ms + args.duration * 1000
     chunks = take(run.chunks, count=args.count, until_ms=until_ms)
-    producer = kafka_producer(settings.bootstrap_servers, client_properties(settings))
+    producer = kafka_clients.tuned_producer(settings)
     status, report, started = "failed", None, clock()
     stop = StopRequest()
     records = records_to_send(chunks, truth, stop)

@@ -1,8 +1,9 @@
-"""The Kafka side of every app's event generator: one tuned producer, pacing, sending.
+"""The Kafka side of every app's event generator: pacing and sending.
 
 Generators build :class:`OutgoingRecord` values from a seed and hand them to
-:func:`send_all`, which produces them keyed at a target rate, counts every delivery
-report and raises if any record was not delivered: nothing is lost silently.
+:func:`send_all` with a tuned producer (:func:`shared.kafka_clients.tuned_producer`), which
+produces them keyed at a target rate, counts every delivery report and raises if any
+record was not delivered: nothing is lost silently.
 """
 
 from __future__ import annotations
@@ -19,49 +20,6 @@ from confluent_kafka import KafkaError, Message, Producer
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
 ProgressCallback = Callable[["SendProgress"], None]
-
-# Idempotence gives exactly-once per partition and in-order retries (it implies
-# acks=all); lz4 is cheap on CPU and shrinks JSON several times; a few ms of linger
-# fills batches at high rates while adding little latency at low ones.
-PRODUCER_DEFAULTS: dict[str, Any] = {
-    "enable.idempotence": True,
-    "acks": "all",
-    "linger.ms": 10,
-    "batch.size": 1_000_000,  # bytes before compression; the broker caps ~1 MiB after it
-    "batch.num.messages": 100_000,
-    "compression.type": "lz4",
-    "queue.buffering.max.messages": 500_000,
-    # Java clients (and so Spark's Kafka sink) hash keys with murmur2; librdkafka's
-    # default is crc32. Matching them puts a key on the same partition whoever writes it.
-    "partitioner": "murmur2_random",
-    "log_level": 3,  # errors only: no line per reconnect; failures reach delivery reports
-}
-
-# Client properties spelled with underscores; any other keyword override is a
-# librdkafka property written with underscores for dots (linger_ms -> linger.ms).
-_UNDERSCORE_KEYS = {"log_level", "error_cb", "throttle_cb", "stats_cb", "oauth_cb",
-                    "on_delivery", "logger"}
-
-
-def _config_key(name: str) -> str:
-    return name if name in _UNDERSCORE_KEYS or "." in name else name.replace("_", ".")
-
-
-def producer_config(bootstrap_servers: str, client_config: Mapping[str, Any] | None = None,
-                    **overrides: Any) -> dict[str, Any]:
-    """The producer's configuration: defaults, then security settings, then overrides."""
-    return {
-        **PRODUCER_DEFAULTS,
-        "bootstrap.servers": bootstrap_servers,
-        **(client_config or {}),
-        **{_config_key(key): value for key, value in overrides.items()},
-    }
-
-
-def kafka_producer(bootstrap_servers: str, client_config: Mapping[str, Any] | None = None,
-                   **overrides: Any) -> Producer:
-    """An idempotent, throughput-tuned producer (see :data:`PRODUCER_DEFAULTS`)."""
-    return Producer(producer_config(bootstrap_servers, client_config, **overrides))
 
 
 def json_value(mapping: Mapping[str, Any]) -> bytes:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
+from shared import kafka_clients
 from shared.app import AppDefinition
-from shared.kafka_io import SOURCE, client_properties, decode
+from shared.kafka_io import SOURCE, decode
 from shared.settings import PlatformSettings
 
 SAMPLE_RECORDS = 20_000
@@ -24,9 +25,7 @@ QUALITY_POOL = "quality"  # a FAIR scheduler pool, so validations don't starve b
 def latest_offsets(settings: PlatformSettings, topic: str, per_partition: int
                    ) -> tuple[dict, dict] | None:
     """Kafka JSON offsets for the last ``per_partition`` records of each partition."""
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers,
-                         "group.id": "statewise-quality-sampler", "log_level": 3,
-                         **client_properties(settings)})
+    consumer = kafka_clients.consumer(settings, group_id="statewise-quality-sampler", log_level=3)
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         starting, ending = {}, {}
@@ -50,12 +49,10 @@ def sample_input(spark: SparkSession, app: AppDefinition, settings: PlatformSett
         return None
     starting, ending = offsets
     reader = (spark.read.format("kafka")
-              .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+              .options(**kafka_clients.spark_options(settings))  # bootstrap servers and security
               .option("subscribe", topic).option("includeHeaders", "true")
               .option("startingOffsets", json.dumps(starting))
               .option("endingOffsets", json.dumps(ending)))
-    for key, value in client_properties(settings).items():
-        reader = reader.option(f"kafka.{key}", value)
     dead_letter = app.topics.dead_letter.qualified(settings.topic_prefix)
     return decode(reader.load(), app.input_topic.schema, app.name, dead_letter).records.drop(SOURCE)
 

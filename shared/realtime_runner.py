@@ -31,9 +31,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from shared import kafka_clients
 from shared.app import AppDefinition
 from shared.checkpoint import query_id
-from shared.kafka_io import client_properties, parse, read_topics
+from shared.kafka_io import parse, read_topics
 from shared.runner import quality_gate
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
@@ -123,9 +124,8 @@ class DeadLetterWriter:
             settings = self.settings
             self.sink = ExactlyOnceKafkaSink(SinkConfig(
                 sink_id=f"{self.rt.app.name}-realtime.{query_id(self.spark, self.checkpoint)}",
-                bootstrap_servers=settings.bootstrap_servers,
-                marker_topic=self.rt.app.topics.dead_letter.qualified(settings.topic_prefix),
-                client_config=client_properties(settings)))
+                kafka=kafka_clients.connection(settings),
+                marker_topic=self.rt.app.topics.dead_letter.qualified(settings.topic_prefix)))
         self.sink(batch, batch_id)
 
     def close(self) -> None:
@@ -179,11 +179,9 @@ def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSetti
     decoded = parse(read_topics(session, source_settings, rt.app.topics.inputs), schema)
     outputs = (rt.outputs(session, decoded, settings, gate).writeStream
                .queryName(f"{rt.app.name}-realtime").format("kafka")
-               .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+               .options(**kafka_clients.spark_options(settings))  # servers and security
                .option("checkpointLocation", checkpoint).outputMode("update")
                .trigger(**(trigger or {"realTime": rt.checkpoint_interval(settings)})))
-    for key, value in client_properties(settings).items():
-        outputs = outputs.option(f"kafka.{key}", value)
     writer = DeadLetterWriter(session, rt, settings, dead_checkpoint)
     rejected = rt.dead_letters(
         session, parse(read_topics(session, settings, rt.app.topics.inputs), schema),
@@ -198,11 +196,10 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
                  stop_requested: threading.Event | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
     from shared.metrics import register_metrics_listener
-    from shared.topics import admin_client, provision
+    from shared.topics import provision
 
     settings = with_enough_slots(settings, required_task_slots(rt, settings))
-    provision(admin_client(settings.bootstrap_servers, client_properties(settings)),
-              rt.app.topics.all(), settings.topic_prefix)
+    provision(kafka_clients.admin_client(settings), rt.app.topics.all(), settings.topic_prefix)
     spark = realtime_spark(settings, f"statewise-{rt.app.name}-realtime")
     session = realtime_session(spark, rt, settings)
     register_metrics_listener(session, settings.metrics_dir)

@@ -20,7 +20,8 @@ from pyspark.sql.streaming import StreamingQuery
 from shared.app import AppDefinition
 from shared.checkpoint import offset_log_metadata, query_id
 from shared.faults import FaultPlan
-from shared.kafka_io import EVENT_TIME, SOURCE, client_properties, read_topics
+from shared.kafka_clients import connection
+from shared.kafka_io import EVENT_TIME, SOURCE, read_topics
 from shared.pipeline import LATE_EVENT_TIME, assemble
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
@@ -72,9 +73,8 @@ class BatchWriter:
             sink_id = f"{self.app.name}.{query_id(self.spark, self.checkpoint)}"
             self.sink = ExactlyOnceKafkaSink(SinkConfig(
                 sink_id=sink_id,
-                bootstrap_servers=self.settings.bootstrap_servers,
+                kafka=connection(self.settings),
                 marker_topic=self.app.topics.dead_letter.qualified(self.settings.topic_prefix),
-                client_config=client_properties(self.settings),
             ), self.faults)
         return self.sink
 

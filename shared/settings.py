@@ -3,7 +3,9 @@
 Every setting is a dataclass field declared with :func:`setting`, which names its
 environment variable and documents it. :func:`load` builds an ``argparse`` parser
 from the fields, so ``--help`` lists every setting with its variable and default.
-Precedence: command-line flag, then environment variable, then default.
+Precedence: command-line flag, then environment variable, then default. A secret (a
+password) is read from its environment variable only: it has no flag, which would show it
+to anyone listing processes, and is left out of the settings' repr.
 
 Apps extend :class:`PlatformSettings` with their own fields; see ``apps/*/settings.py``.
 """
@@ -15,7 +17,7 @@ import dataclasses
 import os
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,9 +27,30 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 S = TypeVar("S")
 
 
-def setting(default: Any, env: str, help: str) -> Any:  # noqa: A002 - mirrors argparse
-    """Declare a setting: its default, its environment variable and its meaning."""
-    return dataclasses.field(default=default, metadata={"env": env, "help": help})
+def setting(default: Any, env: str, help: str, *,  # noqa: A002 - mirrors argparse
+            convert: Callable[[str], Any] | None = None, secret: bool = False) -> Any:
+    """Declare a setting: its default, its environment variable and its meaning.
+    ``convert`` replaces the conversion its type implies (:class:`OneOf`: fixed values);
+    ``secret``: environment only (no flag) and never in the settings' repr."""
+    metadata: dict[str, Any] = {"env": env, "help": help, "secret": secret}
+    if convert is not None:
+        metadata["convert"] = convert
+    return dataclasses.field(default=default, metadata=metadata, repr=not secret)
+
+
+class OneOf:
+    """A setting's converter for a few fixed values, matched without regard to case and
+    kept as written here (``""``, when listed, is "not set")."""
+
+    def __init__(self, *values: str) -> None:
+        self.values = values
+        self.__name__ = "one of " + ", ".join(v or "''" for v in values)  # argparse says it
+
+    def __call__(self, text: str) -> str:
+        for value in self.values:
+            if text.strip().upper() == value.upper():
+                return value
+        raise ValueError(f"not {self.__name__}")
 
 
 @dataclass(frozen=True)
@@ -70,10 +93,31 @@ class PlatformSettings:
     quality_interval_s: float = setting(
         300.0, "STATEWISE_QUALITY_INTERVAL_S",
         "seconds between full great-expectations validations of a sample (0 = off)")
+    # Kafka security: every client (admin, producers, consumers, Spark's source and sink)
+    # gets these, translated for its family by shared/kafka_clients.py.
     kafka_security: str = setting(
         "", "STATEWISE_KAFKA_CLIENT_CONFIG",
         "path to a Kafka client properties file (security settings such as "
-        "SASL_SSL); secrets stay in that file, never in flags")
+        "SASL_SSL; secrets may stay in that file). Keys either family spells are "
+        "translated; 'librdkafka.' or 'java.' before a key sends it to that family only "
+        "(docs/operations.md, Security). The settings below override the file's")
+    kafka_security_protocol: str = setting(
+        "", "STATEWISE_KAFKA_SECURITY_PROTOCOL",
+        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL ('' = the file's, else PLAINTEXT)",
+        convert=OneOf("", "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    kafka_sasl_mechanism: str = setting(
+        "", "STATEWISE_KAFKA_SASL_MECHANISM",
+        "SASL mechanism for the username and password: PLAIN, SCRAM-SHA-256 or "
+        "SCRAM-SHA-512 (others, such as OAUTHBEARER, through the properties file)",
+        convert=OneOf("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
+    kafka_sasl_username: str = setting(
+        "", "STATEWISE_KAFKA_SASL_USERNAME", "SASL username")
+    kafka_sasl_password: str = setting(
+        "", "STATEWISE_KAFKA_SASL_PASSWORD", "SASL password", secret=True)
+    kafka_ssl_ca_location: str = setting(
+        "", "STATEWISE_KAFKA_SSL_CA_LOCATION",
+        "PEM file of the CA that signed the brokers' certificates ('' = the system's); "
+        "on a cluster it must exist at this path on every node")
 
 
 def _unwrap_optional(tp: Any) -> Any:
@@ -118,25 +162,38 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _from_environment(variable: str, convert: Any, environ: Mapping[str, str]) -> Any:
+def _from_environment(variable: str, convert: Any, environ: Mapping[str, str],
+                      secret: bool = False) -> Any:
     """The variable's value as its setting's type. It becomes the flag's default when the
     parser is built, before argparse reads anything (even --help), so argparse cannot report
-    it: the error names the variable instead."""
+    it: the error names the variable instead (and never shows a secret's value)."""
     try:
         return convert(environ[variable])
-    except ValueError:
-        raise EnvironmentValueError(variable, environ[variable], _NOT_A[convert]) from None
+    except ValueError as error:
+        value = "(secret, not shown)" if secret else environ[variable]
+        raise EnvironmentValueError(variable, value, _NOT_A.get(convert, str(error))) \
+            from None
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[str, str]) -> None:
-    """Add one flag per setting of ``cls``; defaults come from ``environ`` when set there.
-    Raises :class:`EnvironmentValueError` for a value there its setting cannot take."""
+    """Add one flag per setting of ``cls`` (a secret: none, its value taken from ``environ``
+    only); defaults come from ``environ`` when set there. Raises
+    :class:`EnvironmentValueError` for a value there its setting cannot take."""
     hints = typing.get_type_hints(cls)
-    group = parser.add_argument_group(f"{cls.__name__} (flag, environment variable)")
-    for field in dataclasses.fields(cls):
+    fields = dataclasses.fields(cls)
+    secrets = [f for f in fields if f.metadata.get("secret")]
+    group = parser.add_argument_group(
+        f"{cls.__name__} (flag, environment variable)",
+        "secrets, from the environment only (no flag): " + "; ".join(
+            f"{f.metadata['env']}: {f.metadata['help']}" for f in secrets) if secrets else None)
+    for field in fields:
         env = field.metadata["env"]
-        convert = _converter(hints[field.name])
-        default = _from_environment(env, convert, environ) if env in environ else field.default
+        convert = field.metadata.get("convert") or _converter(hints[field.name])
+        default = _from_environment(env, convert, environ, field.metadata.get("secret")) \
+            if env in environ else field.default
+        if field.metadata.get("secret"):
+            parser.set_defaults(**{field.name: default})
+            continue
         group.add_argument(
             _flag(field.name), dest=field.name, type=convert, default=default,
             metavar=env, help=f"{field.metadata['help']} [env {env}; default {field.default}]")

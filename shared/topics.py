@@ -18,6 +18,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from pyspark.sql.types import DataType, StructField, StructType
 
+from shared.kafka_clients import KafkaTarget, admin_client, connection
+
 log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
@@ -100,21 +102,18 @@ class BrokerUnreachable(ConnectionError):
         self.bootstrap_servers = bootstrap_servers
 
 
-def admin_client(bootstrap_servers: str, client_config: dict[str, str] | None = None):
-    return AdminClient({"bootstrap.servers": bootstrap_servers, **(client_config or {})})
-
-
-def require_broker(bootstrap_servers: str, client_config: dict[str, str] | None = None,
-                   timeout_s: float = BROKER_PROBE_TIMEOUT_S) -> None:
+def require_broker(where: KafkaTarget, timeout_s: float = BROKER_PROBE_TIMEOUT_S) -> None:
     """Raise :class:`BrokerUnreachable` unless the cluster lists its topics within
     ``timeout_s``; sooner (after ``ALL_DOWN_GRACE_S``) when the client finds every bootstrap
-    server down, as a refused connection does. What a command checks before using Kafka."""
+    server down, as a refused connection does. What a command checks before using Kafka.
+    ``where``: settings (their security applied, so that a secured cluster can answer), a
+    connection, or bootstrap servers."""
+    kafka = connection(where)
     errors: list[KafkaError] = []
     # log_level 0 (emergencies only): librdkafka would print a line to stderr per failed
     # connection attempt, twenty a second. Its errors go to error_cb instead, which
     # poll() serves, and the first one becomes the reason given.
-    probe = AdminClient({"bootstrap.servers": bootstrap_servers, **(client_config or {}),
-                         "log_level": 0, "error_cb": errors.append})
+    probe = admin_client(kafka, log_level=0, error_cb=errors.append)
     started = time.monotonic()
     while True:
         waited = time.monotonic() - started
@@ -128,7 +127,7 @@ def require_broker(bootstrap_servers: str, client_config: dict[str, str] | None 
             if waited >= timeout_s or (all_down and waited >= ALL_DOWN_GRACE_S):
                 reason = errors[0].str() if errors else \
                     f"{failure.args[0].str()}, after {timeout_s:g} s"
-                raise BrokerUnreachable(bootstrap_servers, reason) from None
+                raise BrokerUnreachable(kafka.bootstrap_servers, reason) from None
 
 
 def provision(admin: AdminClient, specs: Iterable[TopicSpec], prefix: str = "",

@@ -28,7 +28,7 @@ def report_main(argv: Sequence[str]) -> int:
     labels = [json.loads(line) for line in
               (args.labels_dir / "labels.jsonl").read_text().splitlines() if line.strip()]
     topic = FRAUD.outputs[0].qualified(settings.topic_prefix)
-    alerts = [record.json() for record in read_all(settings.bootstrap_servers, topic)]
+    alerts = [record.json() for record in read_all(settings, topic)]  # with its security
     report = detection_quality(alerts, labels)
     print(format_report(report))
     if args.json:

@@ -47,14 +47,14 @@ class RunComparison:
 
 def compare_run(settings: PlatformSettings, sent: Sequence, instruments: int) -> RunComparison:
     """``sent``: every record handed to the producer (``.value`` bytes)."""
-    bootstrap, prefix = settings.bootstrap_servers, settings.topic_prefix
-    figure_rows = [r.json() for r in read_finished(bootstrap, TRADING.outputs[0].qualified(prefix))]
-    bar_rows = [r.json() for r in read_finished(bootstrap, TRADING.outputs[1].qualified(prefix))]
+    prefix = settings.topic_prefix
+    figure_rows = [r.json() for r in read_finished(settings, TRADING.outputs[0].qualified(prefix))]
+    bar_rows = [r.json() for r in read_finished(settings, TRADING.outputs[1].qualified(prefix))]
     got_figures, repeated_figures = figures_of(figure_rows)
     got_bars, repeated_bars = bars_of(bar_rows)
     set_aside = Counter(
-        r.value for r in read_finished(bootstrap, TRADING.dead_letter.qualified(prefix)))
-    late = Counter(r.value for r in read_finished(bootstrap, TRADING.late.qualified(prefix)))
+        r.value for r in read_finished(settings, TRADING.dead_letter.qualified(prefix)))
+    late = Counter(r.value for r in read_finished(settings, TRADING.late.qualified(prefix)))
     accepted = Counter(r.value for r in sent) - set_aside - late
     app_settings = TradingSettings(instruments=instruments, session_open_utc="00:00",
                                    session_close_utc="24:00")

@@ -13,6 +13,8 @@ from collections.abc import Callable, Hashable
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from shared.kafka_clients import consumer as kafka_consumer
+
 # (key bytes, parsed JSON value) -> (label to count under or None to skip, identity or None)
 Classify = Callable[[bytes | None, dict], tuple[str | None, Hashable | None]]
 
@@ -21,9 +23,9 @@ def tally(bootstrap: str, topic: str, classify: Classify | None = None,
           timeout_s: float = 600) -> dict:
     """Records, distinct identities and distinct record keys per label, over the whole
     topic (``classify`` None: count records only, without parsing them)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-out-{time.time()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "fetch.max.bytes": 64 << 20})
+    consumer = kafka_consumer(bootstrap, **{
+        "group.id": f"bench-out-{time.time()}", "isolation.level": "read_committed",
+        "enable.auto.commit": False, "fetch.max.bytes": 64 << 20})
     counts: Counter[str] = Counter()
     seen: dict[str, set] = {}
     keys: dict[str, set] = {}  # the record keys (cards, device|metric|interval)

@@ -31,10 +31,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from bench.peers.venvs import QUIX, ensure
 from bench.stack import REPO
+from shared.kafka_clients import consumer as kafka_consumer
 
 POLL_S = 0.2
 
@@ -92,8 +93,7 @@ def _wait_committed(bootstrap: str, group: str, job: QuixJob, ends: dict[int, in
                     ) -> tuple[tuple[float, int], float, int]:
     """((time of the first commit seen, records it covered), time of the last poll,
     records committed then: all of them, or what the budget allowed)."""
-    watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                        "enable.auto.commit": False})
+    watcher = kafka_consumer(bootstrap, group_id=group, enable_auto_commit=False)
     partitions = [TopicPartition(job.input_topic, p) for p in ends]
     first: tuple[float, int] | None = None
     try:
@@ -122,7 +122,7 @@ def _wait_committed(bootstrap: str, group: str, job: QuixJob, ends: dict[int, in
 
 
 def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends"})
+    consumer = kafka_consumer(bootstrap, group_id="bench-ends")
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]

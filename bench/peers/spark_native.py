@@ -31,6 +31,7 @@ from pyspark.sql.streaming import StreamingQuery
 from apps.fraud.settings import FraudSettings
 from apps.iot.settings import IotSettings
 from shared.app import AppDefinition
+from shared.kafka_clients import spark_options
 from shared.kafka_io import DECODE_REASON, EVENT_TIME, parse, read_topics
 from shared.runner import quality_gate
 from shared.settings import PlatformSettings
@@ -89,6 +90,6 @@ def iot_rolling(rows: DataFrame, settings: IotSettings, interval_s: int) -> Data
 def to_kafka(rows: DataFrame, settings: PlatformSettings, topic: str, checkpoint: str,
              mode: str, name: str) -> StreamingQuery:
     return (rows.writeStream.format("kafka")
-            .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+            .options(**spark_options(settings))
             .option("topic", topic).option("checkpointLocation", checkpoint)
             .outputMode(mode).trigger(availableNow=True).queryName(name).start())

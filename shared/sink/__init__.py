@@ -41,11 +41,12 @@ import logging
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
 from shared.faults import FaultPlan
+from shared.kafka_clients import KafkaConnection
 from shared.kafka_io import ENVELOPE_COLUMNS
 from shared.sink.task import (
     EMPTY,
@@ -64,9 +65,8 @@ WRITER_HASH = ("topic", "key", "value")  # an envelope's writer: Spark's hash of
 @dataclass(frozen=True)
 class SinkConfig:
     sink_id: str  # stable for a checkpoint: transactional ids and marker groups derive from it
-    bootstrap_servers: str
+    kafka: KafkaConnection  # bootstrap servers and security, read on the driver
     marker_topic: str  # an existing topic; only its partition 0's group offsets are used
-    client_config: dict[str, str] = field(default_factory=dict)
     transaction_timeout_ms: int = 60_000
 
     def transactional_id(self, partition: int) -> str:

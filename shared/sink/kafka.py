@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
+from shared.kafka_clients import consumer, transactional_producer
 from shared.kafka_io import ENVELOPE_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -34,28 +35,20 @@ LIBRDKAFKA_LOG.addFilter(_ExpectedFences())
 
 def kafka_clients(config, partition: int) -> tuple[Producer, Consumer]:
     """The transactional producer and the marker consumer (never subscribed: it names the
-    marker group) of logical writer ``partition`` of sink ``config`` (a SinkConfig)."""
+    marker group) of logical writer ``partition`` of sink ``config`` (a SinkConfig), with
+    the bootstrap servers and security settings of ``config.kafka``."""
     # The first reconnect (bootstrap address -> the broker it names) after 10 ms, not
     # librdkafka's 100.
-    common = {"bootstrap.servers": config.bootstrap_servers, "log_level": 3,
-              "logger": LIBRDKAFKA_LOG, "reconnect.backoff.ms": 10}
-    producer = Producer({
-        **common,
-        "transactional.id": config.transactional_id(partition),
-        "transaction.timeout.ms": config.transaction_timeout_ms,
-        "enable.idempotence": True,
-        "linger.ms": 5,
-        "compression.type": "lz4",
-        **config.client_config,  # security settings (shared.kafka_io.client_properties)
-    })
-    marker = Consumer({
-        **common,
-        "group.id": config.marker_group(partition),
-        "enable.auto.commit": False,
-        # read_committed makes the offset fetch wait for pending transactions.
-        "isolation.level": "read_committed",
-        **config.client_config,
-    })
+    common = {"log_level": 3, "logger": LIBRDKAFKA_LOG, "reconnect.backoff.ms": 10}
+    producer = transactional_producer(
+        config.kafka, config.transactional_id(partition), **common,
+        **{"transaction.timeout.ms": config.transaction_timeout_ms,
+           "enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4"})
+    marker = consumer(
+        config.kafka, **common,
+        **{"group.id": config.marker_group(partition), "enable.auto.commit": False,
+           # read_committed makes the offset fetch wait for pending transactions.
+           "isolation.level": "read_committed"})
     return producer, marker
 
 

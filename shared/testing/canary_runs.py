@@ -39,7 +39,7 @@ def run_canary(settings: PlatformSettings, timeout_s: float = 300,
 def committed_outputs(settings: PlatformSettings) -> list[dict]:
     """The canary's output records a read_committed consumer sees."""
     topic = CANARY_TOPICS.outputs[0].qualified(settings.topic_prefix)
-    return [r.json() for r in read_all(settings.bootstrap_servers, topic)]
+    return [r.json() for r in read_all(settings, topic)]
 
 
 def record_identity(record: dict) -> tuple:

@@ -113,7 +113,8 @@ def produce_through_kills(app: str, settings: PlatformSettings, topic: str,
     Checks that the catch-up ended well
     and that every kill hit a running stream (each run committed batches of its own).
     Returns the report and every record handed to the producer, in order."""
-    from shared.producer import kafka_producer, send_all
+    from shared.kafka_clients import tuned_producer
+    from shared.producer import send_all
 
     stop, sent = threading.Event(), []
 
@@ -129,7 +130,7 @@ def produce_through_kills(app: str, settings: PlatformSettings, topic: str,
 
     def produce() -> None:
         try:
-            send_all(kafka_producer(settings.bootstrap_servers), topic, records(),
+            send_all(tuned_producer(settings), topic, records(),
                      rate_per_s=rate_per_s)
         except BaseException as error:  # a thread's exception is otherwise only printed
             failures.append(error)

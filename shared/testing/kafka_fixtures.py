@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from shared.broker import BrokerConfig, LocalBroker
+from shared.kafka_clients import admin_client
 from shared.processes import free_port
 from shared.settings import PlatformSettings
-from shared.topics import TopicSpec, admin_client, provision
+from shared.topics import TopicSpec, provision
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +53,7 @@ def kafka_settings(platform_settings: PlatformSettings, kafka_bootstrap: str,
 @pytest.fixture()
 def create_topics(kafka_settings: PlatformSettings) -> Callable[[Iterable[TopicSpec]], None]:
     """Factory: provision topic specs under the test's unique prefix."""
-    admin = admin_client(kafka_settings.bootstrap_servers)
+    admin = admin_client(kafka_settings)
 
     def create(specs: Iterable[TopicSpec]) -> None:
         provision(admin, list(specs), kafka_settings.topic_prefix)

@@ -1,4 +1,6 @@
-"""Small, synchronous Kafka helpers for tests: send JSON records, read a topic to its end."""
+"""Small, synchronous Kafka helpers for tests: send JSON records, read a topic to its end.
+Each takes where Kafka is as the client factory does (shared/kafka_clients.py): bootstrap
+servers, settings (with their security settings) or a connection."""
 
 from __future__ import annotations
 
@@ -8,7 +10,10 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
+
+from shared import kafka_clients
+from shared.kafka_clients import KafkaTarget
 
 
 @dataclass(frozen=True)
@@ -23,11 +28,12 @@ class ConsumedRecord:
         return json.loads(self.value)
 
 
-def send_values(bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, bytes | None]]
-                ) -> int:
+def send_values(kafka: KafkaTarget, topic: str,
+                items: Iterable[tuple[bytes | None, bytes | None]]) -> int:
     """Send raw (key, value) pairs with an idempotent producer; returns the count."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5, "log_level": 3})
+    # A plain producer, not the generators' tuned one: librdkafka's own partitioner.
+    producer = kafka_clients.producer(kafka, enable_idempotence=True, linger_ms=5,
+                                      log_level=3)
     failures: list[str] = []
 
     def on_delivery(error, _message):
@@ -45,12 +51,12 @@ def send_values(bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, 
     return count
 
 
-def send_json(bootstrap: str, topic: str, records: Iterable[dict], key_field: str) -> int:
-    return send_values(bootstrap, topic, (
+def send_json(kafka: KafkaTarget, topic: str, records: Iterable[dict], key_field: str) -> int:
+    return send_values(kafka, topic, (
         (str(r[key_field]).encode(), json.dumps(r).encode()) for r in records))
 
 
-def read_all(bootstrap: str, topic: str, *, read_committed: bool = True,
+def read_all(kafka: KafkaTarget, topic: str, *, read_committed: bool = True,
              idle_timeout_s: float = 3.0, max_wait_s: float = 60.0,
              complete: bool = False) -> list[ConsumedRecord]:
     """Every record in ``topic`` up to its current end (the last stable offset when
@@ -59,8 +65,8 @@ def read_all(bootstrap: str, topic: str, *, read_committed: bool = True,
     transaction left open (a read_committed reader gets its end-of-partition at the last
     stable offset). ``complete=True`` raises IncompleteRead in both cases instead, for
     checks that count every record."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"test-reader-{uuid.uuid4().hex}",
+    consumer = kafka_clients.consumer(kafka, **{
+        "group.id": f"test-reader-{uuid.uuid4().hex}",
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
         "enable.partition.eof": True, "log_level": 3,
@@ -91,7 +97,7 @@ def read_all(bootstrap: str, topic: str, *, read_committed: bool = True,
                 {k: (v or b"").decode(errors="replace") for k, v in (message.headers() or [])},
                 message.partition(), message.offset()))
         if complete:
-            _check_read_to_the_end(bootstrap, topic, ends, len(records))
+            _check_read_to_the_end(kafka, topic, ends, len(records))
         return sorted(records, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()
@@ -101,12 +107,13 @@ class IncompleteRead(RuntimeError):
     """A partition was not read to its high watermark."""
 
 
-def _check_read_to_the_end(bootstrap: str, topic: str, ends: dict[int, int],
+def _check_read_to_the_end(kafka: KafkaTarget, topic: str, ends: dict[int, int],
                            count: int) -> None:
     # A read_committed consumer's watermark query answers the last stable offset: ask
     # with read_uncommitted for the true end of the log.
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks",
-                      "isolation.level": "read_uncommitted", "log_level": 3})
+    probe = kafka_clients.consumer(kafka, **{"group.id": "watermarks",
+                                             "isolation.level": "read_uncommitted",
+                                             "log_level": 3})
     try:
         short = {}
         for partition in probe.list_topics(topic, timeout=10).topics[topic].partitions:
@@ -121,7 +128,7 @@ def _check_read_to_the_end(bootstrap: str, topic: str, ends: dict[int, int],
             f"{short} after {count} records: a transaction left open, or still written")
 
 
-def read_finished(bootstrap: str, topic: str) -> list[ConsumedRecord]:
+def read_finished(kafka: KafkaTarget, topic: str) -> list[ConsumedRecord]:
     """Every committed record of a topic no longer being written (the app has stopped),
     or IncompleteRead: recovery checks count every record, so a partial read must fail."""
-    return read_all(bootstrap, topic, complete=True)
+    return read_all(kafka, topic, complete=True)

@@ -15,9 +15,9 @@ import time
 import pytest
 
 from shared.app_loader import load_apps
+from shared.kafka_clients import admin_client
 from shared.settings import REPO_ROOT
 from shared.testing.apps import declared_entry_points
-from shared.topics import admin_client
 
 pytestmark = pytest.mark.integration
 FIRST_OUTPUT_S = 90.0

@@ -7,11 +7,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
+from shared.kafka_clients import admin_client, transactional_producer
 from shared.testing.kafka_tools import IncompleteRead, read_all, send_values
-from shared.topics import admin_client
 
 pytestmark = pytest.mark.integration
 
@@ -22,8 +21,7 @@ def test_an_open_transaction_makes_a_complete_read_fail(kafka_settings):
     admin = admin_client(bootstrap)  # kept alive until the creation is done
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
     send_values(bootstrap, topic, [(b"k", b"committed")])
-    open_txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": topic,
-                         "log_level": 3})
+    open_txn = transactional_producer(bootstrap, topic, log_level=3)
     open_txn.init_transactions(10)
     open_txn.begin_transaction()
     open_txn.produce(topic, key=b"k", value=b"in an open transaction")

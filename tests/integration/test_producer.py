@@ -8,9 +8,11 @@ import uuid
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Message
 
-from shared.producer import OutgoingRecord, json_value, kafka_producer, send_all
+from shared.kafka_clients import consumer as kafka_consumer
+from shared.kafka_clients import tuned_producer
+from shared.producer import OutgoingRecord, json_value, send_all
 from shared.settings import PlatformSettings
 from shared.topics import TopicSpec
 
@@ -32,8 +34,7 @@ def keyed_records(first: int, count: int) -> list[OutgoingRecord]:
 
 
 def read_all(settings: PlatformSettings, topic: str, expected: int) -> list[Message]:
-    consumer = Consumer({
-        "bootstrap.servers": settings.bootstrap_servers,
+    consumer = kafka_consumer(settings, **{
         "group.id": f"producer-test-{uuid.uuid4().hex}",
         "auto.offset.reset": "earliest",
         "isolation.level": "read_committed",
@@ -62,7 +63,7 @@ def test_send_all_delivers_every_record_once_in_per_key_order(
     # Two producers, as two generator runs: keys must land on the same partitions.
     reports = []
     for first, count in ((0, RECORDS // 2), (RECORDS // 2, RECORDS // 2)):
-        producer = kafka_producer(kafka_settings.bootstrap_servers)
+        producer = tuned_producer(kafka_settings)
         reports.append(send_all(producer, topic, keyed_records(first, count)))
 
     assert [(r.sent, r.delivered, r.failed) for r in reports] == [(5000, 5000, 0)] * 2

@@ -9,14 +9,14 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from apps.fraud.topics import FRAUD
-from shared.producer import kafka_producer
-from shared.topics import TopicMismatch, TopicSpec, admin_client, describe_config, provision
+from shared.kafka_clients import admin_client, tuned_producer
+from shared.topics import TopicMismatch, TopicSpec, describe_config, provision
 
 pytestmark = pytest.mark.integration
 
 
 def test_specs_become_topics_with_their_settings_and_reruns_change_nothing(kafka_settings):
-    admin = admin_client(kafka_settings.bootstrap_servers)
+    admin = admin_client(kafka_settings)
     prefix = kafka_settings.topic_prefix
     created = provision(admin, FRAUD.all(), prefix)
     assert sorted(created) == sorted(spec.qualified(prefix) for spec in FRAUD.all())
@@ -35,7 +35,7 @@ def test_specs_become_topics_with_their_settings_and_reruns_change_nothing(kafka
 
 
 def test_a_partition_count_that_differs_from_the_spec_is_reported(kafka_settings):
-    admin = admin_client(kafka_settings.bootstrap_servers)
+    admin = admin_client(kafka_settings)
     spec = FRAUD.inputs[0]
     provision(admin, [spec], kafka_settings.topic_prefix)
     wider = dataclasses.replace(spec, partitions=spec.partitions + 2)
@@ -53,7 +53,7 @@ def test_provisioned_topics_take_records_on_every_partition_at_once(kafka_settin
         specs = [TopicSpec(f"ready-{round_}-{i}", "test", "readiness", partitions=8)
                  for i in range(4)]
         provision(admin, specs, kafka_settings.topic_prefix)
-        producer = kafka_producer(bootstrap)
+        producer = tuned_producer(bootstrap)
         for spec in specs:
             for partition in range(spec.partitions):
                 for n in range(20):

@@ -20,8 +20,9 @@ import pytest
 from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
 from apps.trading.oracle_run_check import compare_run
 from apps.trading.topics import TRADING
+from shared.kafka_clients import tuned_producer
 from shared.processes import alive
-from shared.producer import kafka_producer, send_all
+from shared.producer import send_all
 from shared.sink import replay_skipped
 from shared.testing.chaos import catch_up, committed_batches
 
@@ -58,7 +59,7 @@ def test_machine_failures_at_sink_points_leave_outputs_equal_to_the_oracle(
     create_topics(TRADING.all())
     settings = kafka_settings
     records = feed(4_000)
-    send_all(kafka_producer(settings.bootstrap_servers),
+    send_all(tuned_producer(settings),
              TRADING.inputs[0].qualified(settings.topic_prefix), records)
 
     logs = []

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from apps.fraud.app import FRAUD_APP
-from shared import app_loader, cli, demo, demo_io, produce_cli
+from shared import app_loader, cli, demo, demo_io, kafka_clients, produce_cli
 from shared import topics as topic_admin
 from shared.generation.truth import Chunk
 from shared.producer import OutgoingRecord
@@ -25,7 +25,7 @@ def test_statewise_topics_creates_the_installed_apps_topics_and_never_the_canary
     monkeypatch.setattr(app_loader, "entry_points", lambda group: declared_entry_points())
     provisioned = []
     monkeypatch.setattr(topic_admin, "require_broker", lambda *args, **kwargs: None)
-    monkeypatch.setattr(topic_admin, "admin_client", lambda *args, **kwargs: None)
+    monkeypatch.setattr(kafka_clients, "admin_client", lambda *args, **kwargs: None)
     monkeypatch.setattr(topic_admin, "provision",
                         lambda admin, specs, prefix: provisioned.extend(specs) or [])
     assert cli.main(["topics"]) == 0

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from confluent_kafka import KafkaError
 
+from shared.kafka_clients import KafkaConnection, KafkaSecurity, tuned_producer_config
 from shared.producer import (
     DeliveryError,
     OutgoingRecord,
@@ -17,7 +18,6 @@ from shared.producer import (
     StderrProgress,
     json_value,
     pace_chunk,
-    producer_config,
     send_all,
 )
 
@@ -199,8 +199,8 @@ def test_stderr_progress_prints_at_most_once_per_interval() -> None:
 
 
 def test_producer_config_is_idempotent_and_takes_overrides() -> None:
-    config = producer_config("b:9092", {"security.protocol": "SASL_SSL"}, linger_ms=5,
-                             log_level=0)
+    kafka = KafkaConnection("b:9092", KafkaSecurity(protocol="SASL_SSL"))
+    config = tuned_producer_config(kafka, linger_ms=5, log_level=0)
 
     assert config["enable.idempotence"] is True and config["acks"] == "all"
     assert config["compression.type"] == "lz4"

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from shared.faults import FaultPlan
+from shared.kafka_clients import KafkaConnection
 from shared.sink import SinkConfig, replay_skipped, skip_message, summarize
 from shared.sink.kafka import produce
 from shared.sink.task import (
@@ -27,7 +28,8 @@ from shared.sink.task import (
     write_partition,
 )
 
-CONFIG = SinkConfig(sink_id="app.q1", bootstrap_servers="unused:9092", marker_topic="app.dlq")
+CONFIG = SinkConfig(sink_id="app.q1", kafka=KafkaConnection("unused:9092"),
+                    marker_topic="app.dlq")
 ENVELOPE = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
                       ("headers", pa.list_(pa.struct([("key", pa.string()),
                                                       ("value", pa.binary())])))])
