@@ -10,6 +10,7 @@
     statewise control APP PARAM VALUE      (change a threshold while the app runs)
     statewise demo [APP|all] [--bootstrap-servers HOST:PORT]
     statewise report APP [flags]           (for apps that have a report)
+    statewise state APP [--key K] [--json] (keyed state from the app's checkpoint)
     statewise new NAME                     (a new app from the template: apps/NAME/)
 APP: an installed app (the ``statewise.apps`` entry points) or an app folder
 (apps/NAME/app.py defining APP), shared/app_loader.py.
@@ -226,6 +227,12 @@ def _report_main(argv: Sequence[str]) -> int:
     return apps[argv[0]].report(argv[1:])
 
 
+def _state_main(argv: Sequence[str]) -> int:
+    from shared.state_cli import state_main
+
+    return state_main(argv)
+
+
 def _cluster_main(argv: Sequence[str]) -> int:
     from shared.cluster import cluster_main
 
@@ -277,6 +284,8 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "demo": ("live demo: a broker, a producer, an app and its outputs as they come",
              _demo_main),
     "report": ("an app's report (for apps that have one)", _report_main),
+    "state": ("an app's keyed state from its checkpoint: one key (--key) or a summary per "
+              "state partition and bucket", _state_main),
     "new": ("create a new app from the template (apps/NAME/ and its tests)", _new_main),
 }
 

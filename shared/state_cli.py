@@ -1,0 +1,132 @@
+"""``statewise state APP [--key K] [--json]``: an app's keyed state, read from its checkpoint.
+
+With ``--key`` one key's state (its state columns, its history, when the query looks at
+it again and when it expires), reading only its bucket; without, a summary per state
+partition and bucket. Reads the newest committed batch (or ``--batch-id``) with Spark's
+state reader, in a Spark session of its own: on a stopped app's checkpoint, or beside the
+running app, whose committed versions stay as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from shared.app import AppDefinition
+from shared.app_loader import registered_apps
+from shared.settings import add_arguments, from_namespace
+from shared.state_format import (
+    Committed,
+    key_document,
+    key_text,
+    summary_document,
+    summary_text,
+)
+
+
+class StateError(RuntimeError):
+    """The state cannot be read as asked (no checkpoint, no committed batch)."""
+
+
+def state_main(argv: Sequence[str], spark=None) -> int:
+    """``spark``: an existing session to read with (tests); else one is made and stopped."""
+    apps = {name: app for name, app in registered_apps().items() if app.keyed is not None}
+    if not argv or argv[0] not in apps:
+        print(f"usage: statewise state {{{','.join(sorted(apps))}}} [--key K] [--json] "
+              "[flags] (--help after the app name lists them)", file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    app = apps[argv[0]]
+    parser = _parser(app)
+    args = parser.parse_args(list(argv[1:]))
+    settings = from_namespace(app.settings_type, args)
+    processor = app.keyed.processor(settings)
+    spec, buckets = processor.spec, app.keyed.buckets(settings)
+    if args.key is not None and len(args.key) != len(spec.key_columns):
+        parser.error(f"{app.name}'s key is ({', '.join(spec.key_columns)}): give --key once "
+                     "per column, in that order")
+    checkpoint = args.checkpoint or _checkpoint(app, settings)
+    own = spark is None
+    if own:
+        from shared.spark import build_session
+
+        spark = build_session(settings, f"statewise-state-{app.name}")
+    try:
+        document = _read(spark, app, spec, buckets, checkpoint, args)
+    except StateError as error:
+        print(f"statewise state: {error}", file=sys.stderr)
+        return 1
+    finally:
+        if own:
+            spark.stop()
+    if args.json:
+        print(json.dumps(document, indent=2, default=str))
+    else:
+        print(key_text(document) if args.key is not None else summary_text(document))
+    return 0 if document.get("found", True) else 1
+
+
+def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
+          args: argparse.Namespace) -> dict[str, Any]:
+    from shared.checkpoint import offset_log_metadata
+    from shared.keyed.bucketed_read import latest_commit, read_key, read_summary
+
+    batch_id = args.batch_id if args.batch_id is not None else latest_commit(spark, checkpoint)
+    if batch_id is None:
+        raise StateError(f"no committed batch in {checkpoint}: has {app.name} run there? "
+                         "(--checkpoint-dir or STATEWISE_CHECKPOINT_DIR name the folder)")
+    metadata = offset_log_metadata(spark, checkpoint, batch_id)
+    if metadata is None:
+        raise StateError(f"batch {batch_id} is not in {checkpoint}/offsets")
+    committed = Committed(app.name, checkpoint, batch_id, int(metadata["batchWatermarkMs"]))
+    if args.key is None:
+        return summary_document(read_summary(spark, checkpoint, spec, buckets, batch_id),
+                                committed)
+    key = typed_key(spec, args.key)
+    found, _timers = read_key(spark, checkpoint, spec, buckets, key, batch_id)
+    return key_document(found, dict(zip(spec.key_columns, key, strict=True)), committed,
+                        args.history)
+
+
+def typed_key(spec, texts: Sequence[str]) -> tuple:
+    """The key's values as its key columns' types (integers, floats or text)."""
+    values = []
+    for text, field in zip(texts, spec.key_schema, strict=True):
+        if pa.types.is_integer(field.type):
+            values.append(int(text))
+        elif pa.types.is_floating(field.type):
+            values.append(float(text))
+        else:
+            values.append(text)
+    return tuple(values)
+
+
+def _checkpoint(app: AppDefinition, settings) -> str:
+    from shared.runner import checkpoint_path
+
+    return checkpoint_path(app, settings)
+
+
+def _parser(app: AppDefinition) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"statewise state {app.name}",
+        description=f"{app.name}'s keyed state at its newest committed batch: one key's "
+                    "state, or a summary per state partition and bucket")
+    parser.add_argument("--key", action="append", default=None,
+                        help="the key to print (once per key column); without it, the "
+                             "summary per state partition and bucket")
+    parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    parser.add_argument("--history", type=int, default=20,
+                        help="with --key: the newest history entries to print (-1: all)")
+    parser.add_argument("--batch-id", type=int, default=None,
+                        help="read this committed batch (default: the newest)")
+    parser.add_argument("--checkpoint", default=None,
+                        help="the app's checkpoint folder (default: CHECKPOINT_DIR/APP, "
+                             "where statewise run puts it)")
+    add_arguments(parser, app.settings_type, os.environ)
+    return parser
