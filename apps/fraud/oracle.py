@@ -86,6 +86,28 @@ def _spend(txns: list[dict], rule: Thresholds, idle_expiry_ms: int) -> list[str]
     """Transactions at which the card's spend turns hot: the spend in (t - window, t]
     reaches factor x its mean amount over its earlier transactions (a card idle for the
     expiry starts afresh), and the previous transaction's spend was not hot."""
+    return _spend_walk(txns, rule, idle_expiry_ms)[0]
+
+
+@dataclass(frozen=True)
+class SpendBaseline:
+    """What a card's spend rule carries from one transaction to the next: the sum in
+    cents and count of its transactions so far (since it last went idle), and whether
+    the last one's spend was hot."""
+
+    cents: int
+    n: int
+    hot: bool
+
+
+def spend_baseline(txns: list[dict], rule: Thresholds, idle_expiry_ms: int) -> SpendBaseline:
+    """The baseline after the card's ``txns`` (accepted, in event-time order): what the
+    app keeps for the card once the watermark has passed them all."""
+    return _spend_walk(txns, rule, idle_expiry_ms)[1]
+
+
+def _spend_walk(txns: list[dict], rule: Thresholds, idle_expiry_ms: int
+                ) -> tuple[list[str], SpendBaseline]:
     fired, base_cents, base_n, was_hot = [], 0, 0, False
     for i, txn in enumerate(txns):
         if i and txn["event_time_ms"] - txns[i - 1]["event_time_ms"] >= idle_expiry_ms:
@@ -96,7 +118,7 @@ def _spend(txns: list[dict], rule: Thresholds, idle_expiry_ms: int) -> list[str]
         if hot and not was_hot:
             fired.append(txn["txn_id"])
         base_cents, base_n, was_hot = base_cents + cents(txn["amount"]), base_n + 1, hot
-    return fired
+    return fired, SpendBaseline(base_cents, base_n, was_hot)
 
 
 def _usd(txn: dict) -> float:

@@ -178,3 +178,20 @@ def test_a_key_given_as_text_takes_its_columns_types() -> None:
                                               ("gain", pa.float64())]),
                         state_schema=pa.schema([("n", pa.int64())]), event_time_column="ts")
     assert typed_key(spec, ["a", "7", "0.5"]) == ("a", 7, 0.5)
+
+
+def test_the_command_shows_its_flags_and_refuses_a_wrong_key(capsys) -> None:
+    from shared import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["state", "fraud", "--help"])
+    assert exited.value.code == 0
+    printed = capsys.readouterr().out
+    for flag in ("--key", "--json", "--history", "--batch-id", "--checkpoint-dir",
+                 "FRAUD_STATE_BUCKETS"):
+        assert flag in printed, flag
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["state", "fraud", "--key", "a", "--key", "b"])
+    assert exited.value.code == 2
+    assert "fraud's key is (card_id)" in capsys.readouterr().err
+    assert cli.main(["state", "no-such-app"]) == 2
