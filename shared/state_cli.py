@@ -88,9 +88,9 @@ def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
         return summary_document(read_summary(spark, checkpoint, spec, buckets, batch_id),
                                 committed)
     key = typed_key(spec, args.key)
-    found, _timers = read_key(spark, checkpoint, spec, buckets, key, batch_id)
+    found, timers = read_key(spark, checkpoint, spec, buckets, key, batch_id)
     return key_document(found, dict(zip(spec.key_columns, key, strict=True)), committed,
-                        args.history)
+                        args.history, timers)
 
 
 def typed_key(spec, texts: Sequence[str]) -> tuple:

@@ -66,9 +66,10 @@ class Committed:
 
 
 def key_document(found: KeyState | None, key: Mapping[str, Any], committed: Committed,
-                 history_limit: int) -> dict[str, Any]:
+                 history_limit: int, timers: Iterable[int] = ()) -> dict[str, Any]:
     """What ``--json`` prints for one key (``found`` None: the state holds no such key).
-    ``history_limit``: newest entries kept (-1: all)."""
+    ``history_limit``: newest entries kept (-1: all); ``timers``: the event-time timers
+    Spark holds for the key's bucket."""
     document: dict[str, Any] = {**_version(committed), "key": dict(key), "found": found is not None}
     if found is None:
         return document
@@ -84,6 +85,7 @@ def key_document(found: KeyState | None, key: Mapping[str, Any], committed: Comm
         "due": iso_ms(found.due_ms), "wake_up": iso_ms(found.wake_ms),
         "idle_expiry": iso_ms(found.expires_ms),
         "bucket_timer": iso_ms(header.timer_ms),
+        "registered_timers": [iso_ms(t) for t in timers],
         "bucket_watermark": iso_ms(header.watermark_ms),
     })
     return document
@@ -103,7 +105,8 @@ def key_text(document: Mapping[str, Any]) -> str:
     lines.append(f"  due          {_text(document['due'])}"
                  f"{'  (the app asked to be woken)' if document['wake_up'] else ''}")
     lines.append(f"  idle expiry  {_text(document['idle_expiry'])}")
-    lines.append(f"  bucket timer {_text(document['bucket_timer'])}")
+    lines.append(f"  bucket timer {_text(document['bucket_timer'])} (Spark holds: "
+                 f"{', '.join(document['registered_timers']) or 'none'})")
     count, shown = document["history_entries"], document["history"]
     if count or shown:
         newest = f", newest {len(shown)} shown" if len(shown) < count else ""

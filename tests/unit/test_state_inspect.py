@@ -137,7 +137,9 @@ def test_times_print_as_iso_utc_and_other_values_as_they_are() -> None:
 def test_a_key_prints_its_fields_timers_and_newest_history(run) -> None:
     harness, _ = run
     found = lookup(harness, "c0")
-    document = key_document(found, {"card": "c0"}, COMMITTED, history_limit=1)
+    document = key_document(found, {"card": "c0"}, COMMITTED, history_limit=1,
+                            timers=[found.header.timer_ms])
+    assert document["registered_timers"] == [document["bucket_timer"]]
     assert document["state"]["last_event_ms"] == iso_ms(found.state["last_event_ms"])
     assert document["idle_expiry"] == document["due"] == iso_ms(found.expires_ms)
     assert document["history_entries"] == 2 and len(document["history"]) == 1
