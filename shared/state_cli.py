@@ -17,9 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 
 from shared.app import AppDefinition
 from shared.app_loader import registered_apps
+from shared.keyed.bucketed_spec import BucketedSpecError
 from shared.settings import add_arguments, from_namespace
 from shared.state_format import (
     Committed,
@@ -58,8 +61,14 @@ def state_main(argv: Sequence[str], spark=None) -> int:
         spark = build_session(settings, f"statewise-state-{app.name}")
     try:
         document = _read(spark, app, spec, buckets, checkpoint, args)
-    except StateError as error:
+    except (StateError, BucketedSpecError) as error:
         print(f"statewise state: {error}", file=sys.stderr)
+        return 1
+    except (PySparkException, Py4JJavaError) as error:  # e.g. a batch no longer kept
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        print(f"statewise state: Spark could not read {checkpoint} at batch "
+              f"{args.batch_id if args.batch_id is not None else 'newest'}: {first}",
+              file=sys.stderr)
         return 1
     finally:
         if own:

@@ -124,6 +124,15 @@ def test_a_key_deleted_since_the_last_compaction_is_gone() -> None:
     assert lookup(harness, "c1").segment == "hot" and lookup(harness, "c2").segment == "cold"
 
 
+def test_another_bucket_count_than_the_checkpoints_is_refused(run) -> None:
+    from shared.keyed.bucketed_spec import BucketedSpecError
+
+    harness, _ = run
+    with pytest.raises(BucketedSpecError, match="written with 1 buckets"):
+        key_state(SPEC, 4, 0, ("c0",), 0, *(stored(harness, n, 0) for n in (
+            HEADER_STATE, HOT_STATE, COLD_STATE)))
+
+
 def test_times_print_as_iso_utc_and_other_values_as_they_are() -> None:
     assert readable("last_event_ms", np.int64(T0 + 5)) == "2024-01-01T00:00:00.005Z"
     assert readable("event_us", T0 * 1000 + 7) == "2024-01-01T00:00:00.000007Z"
