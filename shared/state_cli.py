@@ -61,14 +61,17 @@ def state_main(argv: Sequence[str], spark=None) -> int:
         spark = build_session(settings, f"statewise-state-{app.name}")
     try:
         document = _read(spark, app, spec, buckets, checkpoint, args)
-    except (StateError, BucketedSpecError) as error:
+    except StateError as error:
         print(f"statewise state: {error}", file=sys.stderr)
         return 1
+    except BucketedSpecError as error:
+        print(f"statewise state: {error} (statewise state reads with the app's settings, as "
+              f"statewise run does: give it the same ones)", file=sys.stderr)
+        return 1
     except (PySparkException, Py4JJavaError) as error:  # e.g. a batch no longer kept
-        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         print(f"statewise state: Spark could not read {checkpoint} at batch "
-              f"{args.batch_id if args.batch_id is not None else 'newest'}: {first}",
-              file=sys.stderr)
+              f"{args.batch_id if args.batch_id is not None else 'newest'}: "
+              f"{_root_cause(error)}", file=sys.stderr)
         return 1
     finally:
         if own:
@@ -100,6 +103,17 @@ def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
     found, timers = read_key(spark, checkpoint, spec, buckets, key, batch_id)
     return key_document(found, dict(zip(spec.key_columns, key, strict=True)), committed,
                         args.history, timers)
+
+
+def _root_cause(error: Exception) -> str:
+    """The innermost Java exception (a missing file, say), else the error's first line."""
+    cause = getattr(error, "java_exception", None)
+    if cause is not None:
+        while cause.getCause() is not None:
+            cause = cause.getCause()
+        return str(cause.toString())
+    text = str(error).strip()
+    return text.splitlines()[0] if text else repr(error)
 
 
 def typed_key(spec, texts: Sequence[str]) -> tuple:

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shared.keyed.bucketed_spec import BUCKET_COLUMN, BucketedSpec
+from shared.keyed.bucketed_spec import BUCKET_COLUMN, BucketedSpec, BucketedSpecError
 from shared.keyed.bucketed_tables import COLD_STATE, HEADER_STATE, HOT_STATE
 from shared.keyed.bucketed_view import BucketSummary, KeyState, bucket_summary, key_state
 
@@ -53,11 +53,25 @@ def read_key(spark: SparkSession, checkpoint: str, spec: BucketedSpec, buckets: 
         rows = (_state(spark, checkpoint, batch_id, name)
                 .where(F.col(f"key.{BUCKET_COLUMN}") == bucket).select("value").collect())
         values[name] = tuple(rows[0].value) if rows else None
+    if values[HEADER_STATE] is None:
+        _check_bucket_count(spark, checkpoint, batch_id, buckets)
     found = key_state(spec, buckets, bucket, key, key_hash, values[HEADER_STATE],
                       values[HOT_STATE], values[COLD_STATE])
     timers = [r.expiration_timestamp_ms for r in _timers(spark, checkpoint, batch_id)
               .where(F.col(f"key.{BUCKET_COLUMN}") == bucket).collect()]
     return found, sorted(timers)
+
+
+def _check_bucket_count(spark: SparkSession, checkpoint: str, batch_id: int,
+                        buckets: int) -> None:
+    """The key's bucket holds nothing: with another B than the state's it was the wrong
+    bucket, so say that rather than "no such key"."""
+    stored = {r.bucket_count for r in _state(spark, checkpoint, batch_id, HEADER_STATE)
+              .select("value.bucket_count").distinct().collect()}
+    if stored and stored != {buckets}:
+        raise BucketedSpecError(
+            f"this checkpoint's state was written with {', '.join(map(str, sorted(stored)))} "
+            f"buckets, not {buckets}: the key's bucket is another")
 
 
 def read_summary(spark: SparkSession, checkpoint: str, spec: BucketedSpec, buckets: int,
