@@ -128,6 +128,10 @@ def test_the_state_of_a_card_is_what_the_oracle_predicts(spark, kafka_settings, 
     assert state_main(["fraud", "--checkpoint", f"{settings.checkpoint_dir}/none"],
                       spark=spark) == 1
     assert "no committed batch" in capsys.readouterr().err
+    for card in CARDS:  # with another B a key's bucket is another: said, whichever it is
+        assert state_main(["fraud", "--key", card, *flags, "--state-buckets", "8"],
+                          spark=spark) == 1
+        assert "written with 4 buckets" in capsys.readouterr().err
 
 
 def _assert_as_predicted(document: dict, sent: list[dict], settings: FraudSettings) -> None:
