@@ -4,6 +4,7 @@ returns), compared with the plain-Python oracle; and how they are printed."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -206,3 +207,44 @@ def test_the_command_shows_its_flags_and_refuses_a_wrong_key(capsys) -> None:
     assert exited.value.code == 2
     assert "fraud's key is (card_id)" in capsys.readouterr().err
     assert cli.main(["state", "no-such-app"]) == 2
+
+
+def test_a_wide_state_decodes_as_the_harness_holds_it() -> None:
+    """The iot app's device state (a string, bools and ints per metric) and its two-kind
+    history, through the same lookup, for every device."""
+    from apps.iot.app import IOT_APP
+    from apps.iot.reference import DEVICE_TYPES
+    from apps.iot.settings import IotSettings
+    from shared.durations import duration_ms
+
+    settings = IotSettings()
+    processor = IOT_APP.keyed.processor(settings)
+    harness = BucketedHarness(processor, buckets=4,
+                              watermark_delay_ms=duration_ms(settings.allowed_lateness))
+    types = sorted(DEVICE_TYPES)
+    devices = [(f"dev-{i}", types[i % len(types)]) for i in range(12)]
+    for batch in range(3):
+        readings = [
+            {"device_id": device, "device_type": kind, "site": "s1", "metric": metric,
+             "value": 1.0 + i + tick, "seq": batch * 10 + tick,
+             "event_time": pd.Timestamp(T0 + (batch * 10 + tick) * 10_000, unit="ms", tz="UTC")}
+            for i, (device, kind) in enumerate(devices) for tick in range(10)
+            for metric in DEVICE_TYPES[kind]]
+        harness.run_batch(pd.DataFrame(readings))
+    spec = processor.spec
+    keys = harness.keys().set_index("device_id")
+    history = harness.history()
+    assert len(keys) == len(devices)
+    for device in keys.index:
+        key = pd.DataFrame({"device_id": [device]})
+        bucket = int(harness.bucket_of(key)[0])
+        found = key_state(spec, 4, bucket, (device,), int(harness.key_hashes(key)[0]),
+                          *(stored(harness, n, bucket)
+                            for n in (HEADER_STATE, HOT_STATE, COLD_STATE)))
+        assert found.state == {c: keys.at[device, c] for c in keys.columns}
+        want = history[history.device_id == device].drop(columns="device_id")
+        assert len(want) and sorted(found.history.itertuples(index=False, name=None)) == \
+            sorted(want.itertuples(index=False, name=None))
+        document = key_document(found, {"device_id": device}, COMMITTED, -1)
+        assert len(document["history"]) == len(want)
+        json.dumps(document)  # printable as it is
