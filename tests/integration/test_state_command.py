@@ -83,7 +83,7 @@ def test_the_state_of_a_card_is_what_the_oracle_predicts(spark, kafka_settings, 
         return document
 
     for batch in batches[:2]:
-        send_json(settings.bootstrap_servers, topic, batch, "card_id")
+        send_json(settings, topic, batch, "card_id")
         running = start(spark, FRAUD_APP, settings, available_now=True)
         running.query.awaitTermination(180)
         running.stop()
@@ -91,14 +91,14 @@ def test_the_state_of_a_card_is_what_the_oracle_predicts(spark, kafka_settings, 
     # The late record went to the late topic if its bucket had run at a watermark past it
     # (a no-data batch at the end of the first round), else it was accepted.
     late_ids = {r.json()["txn_id"] for r in read_all(
-        settings.bootstrap_servers, FRAUD.late.qualified(settings.topic_prefix),
-        idle_timeout_s=0.5, complete=True)}
+        settings, FRAUD.late.qualified(settings.topic_prefix), idle_timeout_s=0.5,
+        complete=True)}
     assert late_ids <= {late["txn_id"]}
     sent = [t for batch in batches for t in batch if t["txn_id"] not in late_ids]
 
     running = start(spark, FRAUD_APP, settings)
     try:
-        send_json(settings.bootstrap_servers, topic, batches[2], "card_id")
+        send_json(settings, topic, batches[2], "card_id")
         running.query.processAllAvailable()  # and the no-data batch a watermark move makes
         assert running.query.isActive
         # Beside the running app, as an operator runs it: a process and a Spark of its own.
