@@ -83,6 +83,17 @@ class AppHarness:
         """A no-data batch at watermark ``to_ms`` (as if other partitions moved it)."""
         return self.engine.advance_watermark(to_ms)
 
+    # The operator's state (BucketedHarness), to check what it keeps and that it goes.
+
+    def keys(self) -> pd.DataFrame:
+        return self.engine.keys()
+
+    def history(self) -> pd.DataFrame:
+        return self.engine.history()
+
+    def timers(self) -> dict[int, list[int]]:
+        return self.engine.timers()
+
     def _screened(self, records: Sequence[Given]) -> list[dict]:
         """The records the app gets, decoded; the others go to ``rejected``."""
         decoded = []
