@@ -44,15 +44,17 @@ class AppHarness:
 
     def __init__(self, app: AppDefinition, settings: Any = None, *, buckets: int = 8) -> None:
         if app.keyed is None:
-            raise ValueError(f"app {app.name!r} declares a builder, not a keyed operator: "
-                             "only Spark runs it")
+            raise ValueError(
+                f"app {app.name!r} declares a builder, not a keyed operator: only Spark runs it"
+            )
         self.app = app
         self.settings = app.settings_type() if settings is None else settings
         self.gate = RecordGate.of(app, self.settings)
         self.lateness_ms = duration_ms(app.allowed_lateness(self.settings))
         self.processor = app.keyed.processor(self.settings)
-        self.engine = BucketedHarness(self.processor, buckets=buckets,
-                                      watermark_delay_ms=self.lateness_ms)
+        self.engine = BucketedHarness(
+            self.processor, buckets=buckets, watermark_delay_ms=self.lateness_ms
+        )
         self.fed: list[Given] = []  # every record the operator got, as given, in order
         self.rejected: list[Rejected] = []
 
@@ -65,22 +67,30 @@ class AppHarness:
         """The records the operator sent to the late topic, as given."""
         return [self.fed[p] for p in self.engine.late_positions()]
 
-    def run_batch(self, records: Sequence[Given], control: list[dict] | None = None,
-                  processing_time_ms: int | None = None, idle_after: bool = True
-                  ) -> pd.DataFrame:
+    def run_batch(
+        self,
+        records: Sequence[Given],
+        control: list[dict] | None = None,
+        processing_time_ms: int | None = None,
+        idle_after: bool = True,
+        timestamps_ms: Sequence[int] | None = None,
+    ) -> pd.DataFrame:
         """The processor's output rows of one micro-batch (every route), and with
-        ``idle_after`` those of the no-data batch after it (BucketedHarness.run_batch)."""
-        decoded = self._screened(records)
+        ``idle_after`` those of the no-data batch after it (BucketedHarness.run_batch).
+        ``timestamps_ms``: the records' Kafka timestamps, for the event-time bound."""
+        stamps = [None] * len(records) if timestamps_ms is None else timestamps_ms
+        decoded = self._screened(records, stamps)
         controls = pd.DataFrame(control) if control else None
-        if not decoded and controls is None:
-            # Every record set aside: a batch that decides nothing new.
-            return self.engine.advance_watermark(self.engine.watermark_ms)
+        # Every record set aside: still a batch, whose due timers fire.
         rows = self._frame(decoded) if decoded else None
-        return self.engine.run_batch(rows, controls, processing_time_ms=processing_time_ms,
-                                     idle_after=idle_after)
+        return self.engine.run_batch(
+            rows, controls, processing_time_ms=processing_time_ms, idle_after=idle_after
+        )
 
-    def advance_watermark(self, to_ms: int) -> pd.DataFrame:
+    def advance_watermark(self, to_ms: int, processing_time_ms: int | None = None) -> pd.DataFrame:
         """A no-data batch at watermark ``to_ms`` (as if other partitions moved it)."""
+        if processing_time_ms is not None:
+            self.engine.handle.now_ms = processing_time_ms
         return self.engine.advance_watermark(to_ms)
 
     # The operator's state (BucketedHarness), to check what it keeps and that it goes.
@@ -94,11 +104,13 @@ class AppHarness:
     def timers(self) -> dict[int, list[int]]:
         return self.engine.timers()
 
-    def _screened(self, records: Sequence[Given]) -> list[dict]:
+    def _screened(
+        self, records: Sequence[Given], timestamps_ms: Sequence[int | None]
+    ) -> list[dict]:
         """The records the app gets, decoded; the others go to ``rejected``."""
         decoded = []
-        for record in records:
-            verdict = self.gate.judge(record)
+        for record, timestamp_ms in zip(records, timestamps_ms, strict=True):
+            verdict = self.gate.judge(record, timestamp_ms)
             if verdict.reason is None:
                 self.fed.append(record)
                 decoded.append(verdict.record)

@@ -18,6 +18,7 @@ class ConsumedRecord:
     headers: dict[str, str]
     partition: int
     offset: int
+    timestamp_ms: int | None = None  # the record's Kafka timestamp
 
     def json(self) -> dict:
         return json.loads(self.value)
@@ -89,7 +90,7 @@ def read_all(bootstrap: str, topic: str, *, read_committed: bool = True,
             records.append(ConsumedRecord(
                 message.key(), message.value(),
                 {k: (v or b"").decode(errors="replace") for k, v in (message.headers() or [])},
-                message.partition(), message.offset()))
+                message.partition(), message.offset(), message.timestamp()[1]))
         if complete:
             _check_read_to_the_end(bootstrap, topic, ends, len(records))
         return sorted(records, key=lambda r: (r.partition, r.offset))

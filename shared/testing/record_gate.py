@@ -4,8 +4,8 @@ harness. Built from an app's definition alone: its input schema (field types, re
 fields, event time) and its quality suite, translated as the runner translates it.
 
 The reasons are the pipeline's own texts, so a test can expect the one a dead letter
-carries. Not mirrored: the event-time bound against the Kafka timestamp (a record in
-memory has none) and the size limit's exact byte count of a non-UTF-8 value.
+carries. The event-time bound (``AppDefinition.event_time_bounds``) is checked against a
+record's Kafka timestamp when one is given: a record in memory has none.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from pyspark.sql.types import (
@@ -29,7 +30,7 @@ from pyspark.sql.types import (
 
 from shared.kafka_io import MAX_RECORD_BYTES
 from shared.quality.gate import REASON_SEPARATOR
-from shared.quality.translate import RowRule
+from shared.quality.translate import EventTimeBound, RowRule
 from shared.testing.row_rules import rule_fails
 from shared.topics import RecordSchema
 
@@ -52,23 +53,32 @@ class Verdict:
 class RecordGate:
     """Decoding then the quality rules, one record at a time."""
 
-    def __init__(self, schema: RecordSchema, rules: tuple[RowRule, ...] = ()) -> None:
-        self.schema, self.rules = schema, rules
+    def __init__(
+        self,
+        schema: RecordSchema,
+        rules: tuple[RowRule, ...] = (),
+        bound: EventTimeBound | None = None,
+    ) -> None:
+        self.schema, self.rules, self.bound = schema, rules, bound
         self._types = {f.name: f.dataType for f in schema.struct.fields}
 
     @classmethod
     def of(cls, app, settings) -> RecordGate:
         """The gate of ``app`` (an ``AppDefinition``) run with ``settings``."""
+        from shared.runner import event_time_bound
+
+        schema, bound = app.input_topic.schema, event_time_bound(app)
         if app.quality_suite is None:
-            return cls(app.input_topic.schema)
+            return cls(schema)  # the runner builds no gate, bound included
         from shared.quality.cache import compiled_suite
 
         # The runner's translation, from the same cache (shared/runner.py quality_gate).
         compiled = compiled_suite(app.name, repr(settings), lambda: app.quality_suite(settings))
-        return cls(app.input_topic.schema, compiled.rules)
+        return cls(schema, compiled.rules, bound)
 
-    def judge(self, value: bytes | str | dict | None) -> Verdict:
-        """``value``: a Kafka value (bytes or text), or its JSON already parsed (a dict)."""
+    def judge(self, value: bytes | str | dict | None, timestamp_ms: int | None = None) -> Verdict:
+        """``value``: a Kafka value (bytes or text), or its JSON already parsed (a dict);
+        ``timestamp_ms``: its Kafka timestamp, if it has one."""
         parsed = value if isinstance(value, dict) else _parsed(value)
         if isinstance(parsed, str):
             return Verdict(None, parsed)
@@ -76,7 +86,16 @@ class RecordGate:
         if reason is not None:
             return Verdict(None, reason)
         failed = [rule.reason for rule in self.rules if rule_fails(rule, record)]
+        if self._out_of_bounds(record, timestamp_ms):
+            failed.append(self.bound.reason)  # last, as the gate lists it
         return Verdict(record, REASON_SEPARATOR.join(failed) if failed else None)
+
+    def _out_of_bounds(self, record: dict[str, Any], timestamp_ms: int | None) -> bool:
+        event_ms = record.get(self.schema.event_time_field)
+        if self.bound is None or timestamp_ms is None or event_ms is None:
+            return False
+        skew = timedelta(milliseconds=event_ms - timestamp_ms)
+        return skew < -self.bound.past or skew > self.bound.future
 
     def _decoded(self, parsed: dict) -> tuple[dict[str, Any], str | None]:
         record = {}

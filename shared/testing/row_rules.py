@@ -43,9 +43,13 @@ EXPECTED: dict[str, tuple[Callable[[Any, Params], bool], bool]] = {
     "expect_column_values_to_be_in_set": (_in_set, True),
     "expect_column_values_to_not_be_in_set": (lambda v, p: v not in p["value_set"], True),
     "expect_column_values_to_match_regex": (
-        lambda v, p: re.search(p["regex"], v) is not None, True),
+        lambda v, p: re.search(p["regex"], v) is not None,
+        True,
+    ),
     "expect_column_values_to_not_match_regex": (
-        lambda v, p: re.search(p["regex"], v) is None, True),
+        lambda v, p: re.search(p["regex"], v) is None,
+        True,
+    ),
     "expect_column_value_lengths_to_be_between": (_lengths_between, True),
     "expect_column_value_lengths_to_equal": (lambda v, p: len(v) == p["value"], True),
 }
