@@ -113,18 +113,24 @@ def quality_gate(app: AppDefinition, settings: PlatformSettings):
     it for these settings before: a restart then imports no great-expectations."""
     if app.quality_suite is None:
         return None
-    from shared.quality import EventTimeBound, QualityGate
+    from shared.quality import QualityGate
     from shared.quality.cache import compiled_suite
 
-    bound = None
-    if app.event_time_bounds is not None:
-        past, future = app.event_time_bounds
-        # Against the Kafka record's timestamp, not the wall clock, so that a
-        # replayed batch judges each record exactly as the first run did.
-        bound = EventTimeBound(column=EVENT_TIME, past=past, future=future,
-                               reference_column=f"{SOURCE}.timestamp")
     compiled = compiled_suite(app.name, repr(settings), lambda: app.quality_suite(settings))
-    return QualityGate.from_compiled(compiled, event_time=bound)
+    return QualityGate.from_compiled(compiled, event_time=event_time_bound(app))
+
+
+def event_time_bound(app: AppDefinition):
+    """The gate's ``shared.quality.EventTimeBound`` for the app, or None if it has none."""
+    if app.event_time_bounds is None:
+        return None
+    from shared.quality import EventTimeBound
+
+    past, future = app.event_time_bounds
+    # Against the Kafka record's timestamp, not the wall clock, so that a replayed batch
+    # judges each record exactly as the first run did.
+    return EventTimeBound(column=EVENT_TIME, past=past, future=future,
+                          reference_column=f"{SOURCE}.timestamp")
 
 
 def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *,

@@ -4,7 +4,7 @@ A control record is ``{"param": "<Thresholds field>", "value": <number>, "versio
 Every state bucket keeps the latest version per param (shared/keyed, ``ControlSpec``),
 so a change reaches every task in the next micro-batch, without a restart, and survives
 one: the control records are part of the checkpointed state. A param this app does not
-know is kept but ignored (tests/integration/test_fraud_control.py).
+know is kept but ignored (tests/apps/fraud/test_fraud_control.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ their values folded into per-slice pre-aggregates, then every tick T <= W not em
 yet: the rolling rows of each interval and the hysteresis on the shortest one; slices
 no window can reach any more are dropped. The bucket is woken at its next tick, pending
 reading or offline instant. Semantics: docs/iot-rules.md; equality with the oracle:
-tests/unit/test_iot_app_oracle.py.
+tests/apps/iot/test_iot_app_oracle.py.
 """
 
 from __future__ import annotations

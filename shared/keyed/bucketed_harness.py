@@ -87,6 +87,8 @@ class BucketedHarness:
         judged late against this batch's watermark, while it runs at the moved one."""
         if processing_time_ms is not None:
             self.handle.now_ms = processing_time_ms
+        if rows is None and control is None and self._runner is None:
+            return pd.DataFrame()  # nothing fed yet: no state, no timer, no watermark
         rows = None if rows is None else self._with_layer_columns(rows)
         runner = self._runner_for(rows)
         if rows is None:  # control only: Spark's union still has the data columns (nulls)

@@ -23,6 +23,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 from shared.app import AppDefinition, Output
 from shared.registry import AppTopics, dead_letter_topic, late_topic
 from shared.settings import PlatformSettings, setting
+from shared.testing.canary_generator import CANARY_GENERATOR
 from shared.topics import RecordSchema, TopicSpec
 
 CANARY_RECORD = RecordSchema(
@@ -102,6 +103,7 @@ CANARY = AppDefinition(
     build=build,
     quality_suite=quality_suite,
     description="self-checking running totals, for platform and recovery tests",
+    generator=CANARY_GENERATOR,
 )
 
 

@@ -23,6 +23,7 @@ class ConsumedRecord:
     headers: dict[str, str]
     partition: int
     offset: int
+    timestamp_ms: int | None = None  # the record's Kafka timestamp
 
     def json(self) -> dict:
         return json.loads(self.value)
@@ -95,7 +96,7 @@ def read_all(kafka: KafkaTarget, topic: str, *, read_committed: bool = True,
             records.append(ConsumedRecord(
                 message.key(), message.value(),
                 {k: (v or b"").decode(errors="replace") for k, v in (message.headers() or [])},
-                message.partition(), message.offset()))
+                message.partition(), message.offset(), message.timestamp()[1]))
         if complete:
             _check_read_to_the_end(kafka, topic, ends, len(records))
         return sorted(records, key=lambda r: (r.partition, r.offset))

@@ -51,8 +51,9 @@ def test_statewise_report_lists_the_apps_that_have_one(monkeypatch, capsys):
 
 def test_statewise_produce_offers_the_apps_with_a_generator_and_their_flags(monkeypatch,
                                                                              capsys):
+    no_generator = replace(CANARY, generator=None)  # the canary's only feeds tests
     monkeypatch.setattr(app_loader, "registered_apps",
-                        lambda: {"canary": CANARY, "fraud": FRAUD_APP})
+                        lambda: {"canary": no_generator, "fraud": FRAUD_APP})
     assert produce_cli.produce_main(["canary"]) == 2
     assert "statewise produce {fraud}" in capsys.readouterr().err
     args = produce_cli._parser(FRAUD_APP).parse_args(["--cards", "5", "--rate", "10"])

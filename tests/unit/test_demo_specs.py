@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import orjson
 import pytest
 
-from apps.iot.generator_faults import SANE_EVENT_TIME_MS
-from apps.iot.harness import IotHarness
-from apps.iot.quality import REQUIRED, VALUE_BOUNDS
-from apps.iot.reference import DEVICE_TYPE_NAMES, METRIC_NAMES
-from apps.trading.harness import TradingHarness
 from shared.app import AppDefinition
 from shared.app_commands import RunOptions
 from shared.pipeline import envelope_spec
+from shared.testing.app_harness import AppHarness
 from shared.testing.apps import apps_under_test
 
 DEMO_APPS = {name: app for name, app in apps_under_test().items() if app.demo is not None}
@@ -80,35 +75,19 @@ def test_the_demo_outputs_are_the_apps_own(name):
     assert all(output.topic in app.topics.outputs for output in app.demo.outputs)
 
 
-def passes_iot_gate(record: dict | None) -> bool:
-    """What the iot inline quality gate (apps/iot/quality.py) lets through."""
-    if not isinstance(record, dict) or any(record.get(n) is None for n in REQUIRED):
-        return False
-    value = record["value"]
-    return (record.get("device_type") in DEVICE_TYPE_NAMES and record["metric"] in METRIC_NAMES
-            and isinstance(value, int | float) and math.isfinite(value)
-            and VALUE_BOUNDS[0] <= value <= VALUE_BOUNDS[1]
-            and SANE_EVENT_TIME_MS[0] <= record["event_time_ms"] <= SANE_EVENT_TIME_MS[1])
-
-
-def decoded(value: bytes) -> dict | None:
-    try:
-        return orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return None
-
-
-def first_outputs(app: AppDefinition, harness, gate: Callable[[dict | None], bool],
-                  seconds: float, batch_s: float = 5.0) -> dict[tuple[str, str | None], dict]:
-    """The demo input through the app's processor, ``batch_s`` of arrivals a batch: the
-    first value written to each (topic, kind), and when (``at_s``: the batch's end)."""
+def first_outputs(app: AppDefinition, seconds: float, batch_s: float = 5.0
+                  ) -> dict[tuple[str, str | None], dict]:
+    """The demo input through the app in memory (its gate and processor, with the demo's
+    settings), ``batch_s`` of arrivals a batch: the first value written to each (topic,
+    kind), and when (``at_s``: the batch's end)."""
+    harness = AppHarness(app, demo_settings(app, demo_flags(app)), buckets=4)
     settings = harness.settings
     envelopes = envelope_spec(app, settings, settings.allowed_lateness)
     first: dict[tuple[str, str | None], dict] = {}
     batch, batch_end = [], batch_s
 
     def run() -> None:
-        rows = harness.run_batch([r for r in map(decoded, batch) if gate(r)])
+        rows = harness.run_batch(batch)
         if len(rows):
             out = envelopes.outputs(rows)
             for topic, value in zip(out["topic"], out["value"], strict=True):
@@ -134,8 +113,7 @@ def described(app: AppDefinition, first: dict) -> dict[str, list[str]]:
 
 def test_the_iot_demo_shows_aggregates_within_seconds_and_alerts_within_two_minutes():
     app = DEMO_APPS["iot"]
-    harness = IotHarness(demo_settings(app, demo_flags(app)), buckets=4)
-    first = first_outputs(app, harness, passes_iot_gate, seconds=120)
+    first = first_outputs(app, seconds=120)
     assert first[("iot.aggregates", None)]["at_s"] <= 20
     assert first[("iot.alerts", "raised")]["at_s"] <= 120
     assert first[("iot.alerts", "offline")]["at_s"] <= 120
@@ -147,8 +125,7 @@ def test_the_iot_demo_shows_aggregates_within_seconds_and_alerts_within_two_minu
 
 def test_the_trading_demo_shows_figures_and_bars_within_seconds():
     app = DEMO_APPS["trading"]
-    harness = TradingHarness(demo_settings(app, demo_flags(app)), buckets=4)
-    first = first_outputs(app, harness, lambda record: True, seconds=20)
+    first = first_outputs(app, seconds=20)
     assert first[("trading.figures", None)]["at_s"] <= 10
     assert first[("trading.bars", None)]["at_s"] <= 10
     (figures,), (bar,) = described(app, first).values()

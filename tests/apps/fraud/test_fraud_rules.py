@@ -1,4 +1,4 @@
-"""Each fraud rule on hand-made cards, in memory (apps/fraud/harness.py): when it fires,
+"""Each fraud rule on hand-made cards, in memory (shared/testing/app_harness.py): when it fires,
 when it must wait for the watermark, what it names, and that a card's state stays
 bounded and goes when the card is idle."""
 
@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from apps.fraud.harness import FraudHarness
+from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
+from shared.testing.app_harness import AppHarness
 
 T0 = 1_767_225_600_000
 MINUTE, HOUR = 60_000, 3_600_000
@@ -29,7 +30,7 @@ def rules(alerts: pd.DataFrame, rule: str | None = None) -> list[tuple[str, str]
 
 
 def test_impossible_travel_waits_for_the_watermark_then_names_both_transactions():
-    harness = FraudHarness()
+    harness = AppHarness(FRAUD_APP)
     first = harness.run_batch([txn("a", T0), txn("b", T0 + 40 * MINUTE, place=SINGAPORE)])
     assert first.empty  # b is ahead of the watermark: an earlier transaction may still come
     alerts = harness.advance_watermark(T0 + 40 * MINUTE)
@@ -40,7 +41,7 @@ def test_impossible_travel_waits_for_the_watermark_then_names_both_transactions(
 
 
 def test_a_straggler_between_two_far_transactions_is_judged_in_event_time_order():
-    harness = FraudHarness()
+    harness = AppHarness(FRAUD_APP)
     harness.run_batch([txn("a", T0), txn("c", T0 + 40 * MINUTE, place=SINGAPORE)])
     # Within the allowed lateness (30 s), a transaction in Singapore arrives between them.
     harness.run_batch([txn("b", T0 + 40 * MINUTE - 10_000, place=SINGAPORE)])
@@ -51,7 +52,7 @@ def test_a_straggler_between_two_far_transactions_is_judged_in_event_time_order(
 def test_card_testing_in_any_currency():
     for card, currency, probe, cash_out in (("usd", "USD", 1.0, 300.0),
                                             ("jpy", "JPY", 150.0, 45_000.0)):
-        harness = FraudHarness()
+        harness = AppHarness(FRAUD_APP)
         probes = [txn(f"{card}{i}", T0 + i * MINUTE, probe, card, currency) for i in range(3)]
         harness.run_batch([*probes, txn(f"{card}-out", T0 + 4 * MINUTE, cash_out, card,
                                         currency)])
@@ -62,7 +63,7 @@ def test_card_testing_in_any_currency():
 
 
 def test_card_testing_sees_probes_among_honest_purchases_but_only_within_its_window():
-    harness = FraudHarness()
+    harness = AppHarness(FRAUD_APP)
     probes = [txn(f"p{i}", T0 + i * MINUTE, 1.0) for i in range(3)]
     alerts = pd.concat([
         harness.run_batch([*probes, txn("meal", T0 + 3 * MINUTE, 40.0),
@@ -75,7 +76,7 @@ def test_card_testing_sees_probes_among_honest_purchases_but_only_within_its_win
 
 
 def test_spend_velocity_alerts_when_the_spend_turns_hot_not_while_it_stays_hot():
-    harness = FraudHarness()
+    harness = AppHarness(FRAUD_APP)
     habit = [txn(f"h{i}", T0 + 30 * MINUTE + i * 4 * MINUTE, 20.0) for i in range(3)]
     spree = [txn("s1", T0 + 40 * MINUTE, 1_500.0), txn("s2", T0 + 41 * MINUTE, 1_500.0)]
     alerts = pd.concat([harness.run_batch(habit + spree),
@@ -85,13 +86,13 @@ def test_spend_velocity_alerts_when_the_spend_turns_hot_not_while_it_stays_hot()
 
 
 def test_a_card_without_enough_history_has_no_spend_baseline():
-    harness = FraudHarness()
+    harness = AppHarness(FRAUD_APP)
     harness.run_batch([txn("h0", T0, 20.0), txn("big", T0 + MINUTE, 5_000.0)])
     assert harness.advance_watermark(T0 + HOUR).empty
 
 
 def test_duplicate_deliveries_count_once():
-    harness = FraudHarness()
+    harness = AppHarness(FRAUD_APP)
     four = [txn(f"t{i}", T0 + i * 1000) for i in range(4)]
     harness.run_batch(four + [four[0]])  # a duplicate in the same batch
     alerts = harness.run_batch([four[1], four[2]])  # and in a later one
@@ -101,7 +102,7 @@ def test_duplicate_deliveries_count_once():
 
 def test_history_keeps_what_rules_can_use_and_an_idle_card_goes():
     settings = FraudSettings()
-    harness = FraudHarness(settings)
+    harness = AppHarness(FRAUD_APP, settings)
     harness.run_batch([txn(f"t{i}", T0 + i * MINUTE) for i in range(30)])
     harness.advance_watermark(T0 + 5 * HOUR)
     # Beyond every rule's window only the predecessor travel may use.
@@ -116,7 +117,7 @@ def test_history_keeps_what_rules_can_use_and_an_idle_card_goes():
 
 
 def test_a_control_record_changes_a_threshold_from_the_same_batch_on():
-    harness = FraudHarness()
+    harness = AppHarness(FRAUD_APP)
     control = [{"param": "velocity_count", "value": 3.0, "version": 1}]
     alerts = harness.run_batch([txn(f"t{i}", T0 + i * 1000) for i in range(3)], control)
     assert rules(alerts) == [("velocity", "t2")]

@@ -10,12 +10,14 @@ import random
 import pandas as pd
 import pytest
 
+from apps.trading.app import TRADING_APP
 from apps.trading.generator import MarketFaults, TradingConfig, generate
-from apps.trading.harness import TradingHarness
 from apps.trading.oracle import bars, figures, judged_trades
 from apps.trading.oracle_compare import bars_of, differences, figures_of
 from apps.trading.outputs import BARS_ROUTE, DEAD_LETTER_ROUTE, FIGURES_ROUTE
-from apps.trading.settings import TradingSettings
+from apps.trading.reference import Instruments
+from apps.trading.settings import TradingRules, TradingSettings
+from shared.testing.app_harness import AppHarness
 
 INSTRUMENTS = 30
 # Short intervals and a one-minute session, so a few thousand records cross several
@@ -43,7 +45,7 @@ def feed(seed: int, count: int) -> list[dict | None]:
     return out
 
 
-def run(harness: TradingHarness, records: list, rng: random.Random) -> pd.DataFrame:
+def run(harness: AppHarness, records: list, rng: random.Random) -> pd.DataFrame:
     outputs, position = [], 0
     while position < len(records):
         size = rng.randint(1, 400)  # batch boundaries anywhere
@@ -62,13 +64,15 @@ def rows(out: pd.DataFrame, route: str) -> list[dict]:
 
 @pytest.mark.parametrize(("seed", "buckets"), [(1, 8), (2, 1), (4, 64)])
 def test_processor_equals_the_oracle_on_generated_feeds(seed, buckets):
-    harness = TradingHarness(SETTINGS, buckets=buckets)
+    harness = AppHarness(TRADING_APP, SETTINGS, buckets=buckets)
     records = feed(seed, 6_000)
     out = run(harness, records, random.Random(seed))
     late = [(r["kind"], r["trade_id"]) for r in harness.late]
     assert late and harness.rejected  # the feed exercises the late and bad paths
 
-    judged = judged_trades(records, harness.scales, harness.rules, late)
+    scales = Instruments(SETTINGS.reference_seed, SETTINGS.instruments).scales
+    rules = TradingRules.from_settings(SETTINGS)
+    judged = judged_trades(records, scales, rules, late)
     live = {s: [t for t in ts if not t.quarantined] for s, ts in judged.items()}
     quarantined = {t.trade_id for ts in judged.values() for t in ts if t.quarantined}
     cancelled = sum(t.cancel_ms is not None for ts in live.values() for t in ts)
@@ -77,11 +81,11 @@ def test_processor_equals_the_oracle_on_generated_feeds(seed, buckets):
 
     got_figures, repeated = figures_of(rows(out, FIGURES_ROUTE))
     assert repeated == []
-    expected_figures = figures(live, harness.rules)
+    expected_figures = figures(live, rules)
     assert differences(got_figures, expected_figures) == []
     got_bars, repeated = bars_of(rows(out, BARS_ROUTE))
     assert repeated == []
-    assert differences(got_bars, bars(live, harness.rules)) == []
+    assert differences(got_bars, bars(live, rules)) == []
 
     dead = rows(out, DEAD_LETTER_ROUTE)
     assert {d["trade_id"] for d in dead if d["reason"] == "fat_finger"} == quarantined
@@ -89,7 +93,7 @@ def test_processor_equals_the_oracle_on_generated_feeds(seed, buckets):
 
 
 def test_figures_are_written_once_the_watermark_passes_their_end():
-    harness = TradingHarness(SETTINGS, buckets=4)
+    harness = AppHarness(TRADING_APP, SETTINGS, buckets=4)
     records = [r for r in feed(5, 1_500) if r is not None]
     rng = random.Random(5)
     position = 0

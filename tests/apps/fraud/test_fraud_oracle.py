@@ -10,11 +10,12 @@ import random
 import pytest
 
 from apps.fraud.alerts import RULES
+from apps.fraud.app import FRAUD_APP
 from apps.fraud.generator import FaultRates, GeneratorConfig, ScenarioRates, generate
-from apps.fraud.harness import FraudHarness
 from apps.fraud.oracle import AlertIdentity, fraud_alerts
 from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import Thresholds
+from shared.testing.app_harness import AppHarness
 
 HOUR_MS = 3_600_000
 
@@ -30,7 +31,7 @@ def stream(seed: int, count: int = 4_000) -> list[dict]:
     return [json.loads(record.value) for record in generate(config, count).records]
 
 
-def app_alerts(harness: FraudHarness, transactions: list[dict], rng: random.Random
+def app_alerts(harness: AppHarness, transactions: list[dict], rng: random.Random
                ) -> set[AlertIdentity]:
     alerts, position = [], 0
     while position < len(transactions):
@@ -47,7 +48,7 @@ def app_alerts(harness: FraudHarness, transactions: list[dict], rng: random.Rand
 @pytest.mark.parametrize(("seed", "buckets"), [(1, 8), (2, 1), (3, 64)])
 def test_processor_alerts_equal_the_oracle_on_disordered_streams(seed, buckets):
     settings = FraudSettings()
-    harness = FraudHarness(settings, buckets=buckets)
+    harness = AppHarness(FRAUD_APP, settings, buckets=buckets)
     transactions = stream(seed)
     got = app_alerts(harness, transactions, random.Random(seed))
     late = {t["txn_id"] for t in harness.late}

@@ -1,6 +1,6 @@
 """Real-Time Mode wiring of the trading app without Spark: bar rules, the task slots the
 plan holds, the registry's topic and the run option. The plan itself runs in
-tests/integration/test_trading_realtime.py (batch mode and Real-Time Mode)."""
+tests/apps/trading/test_trading_realtime.py (batch mode and Real-Time Mode)."""
 
 from __future__ import annotations
 

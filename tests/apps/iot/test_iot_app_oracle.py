@@ -13,10 +13,10 @@ import random
 import pandas as pd
 import pytest
 
+from apps.iot.app import IOT_APP
 from apps.iot.generator import FaultRates, GeneratorConfig, generate
 from apps.iot.generator_episodes import EpisodeRates
 from apps.iot.generator_faults import SANE_EVENT_TIME_MS
-from apps.iot.harness import IotHarness
 from apps.iot.oracle import (
     AlertIdentity,
     RollingAggregate,
@@ -33,6 +33,7 @@ from apps.iot.reference import DEVICE_TYPE_NAMES, METRIC_NAMES, threshold
 from apps.iot.screening import OUT_OF_RANGE, SEQ_NOT_INCREASING
 from apps.iot.settings import IotSettings
 from apps.iot.thresholds import CLEAR, RAISE, param
+from shared.testing.app_harness import AppHarness
 
 END = 10**15  # a watermark past everything: every output decided
 
@@ -113,7 +114,7 @@ def check(out: pd.DataFrame, screened, settings: IotSettings, watermark_ms: floa
 def test_processor_equals_the_oracle_on_generated_fleets(seed, buckets):
     settings = IotSettings()
     readings = stream(seed, 6_000)
-    harness = IotHarness(settings, buckets=buckets)
+    harness = AppHarness(IOT_APP, settings, buckets=buckets)
     rng, outputs, position = random.Random(seed), [], 0
     while position < len(readings):
         size = rng.randint(1, 1_000)  # batch boundaries anywhere
@@ -150,7 +151,7 @@ def test_a_forgotten_device_starts_a_new_life():
     first = [reading(10 * i, hot, i) for i in range(13)]
     second = [reading(3_900 + 10 * i, hot, 100 + i, device_type="freezer") for i in range(13)]
     readings = first + second
-    harness = IotHarness(settings, buckets=4)
+    harness = AppHarness(IOT_APP, settings, buckets=4)
     outputs = [harness.run_batch(readings[i:i + 5]) for i in range(0, len(readings), 5)]
     outputs.append(harness.advance_watermark(END))
     out = pd.concat([o for o in outputs if len(o)], ignore_index=True)
@@ -164,7 +165,7 @@ def test_a_threshold_lowered_on_the_control_topic_raises_from_then_on():
     settings = IotSettings()
     warm = threshold("thermostat", "temperature_c").raise_above - 2  # below the default
     readings = [reading(10 * i, warm, i) for i in range(40)]
-    harness = IotHarness(settings, buckets=2)
+    harness = AppHarness(IOT_APP, settings, buckets=2)
     out = harness.run_batch(readings[:15])  # ticks up to ~110 s with the default: none
     assert alerts(out) == []
     control = [{"param": param(RAISE, "thermostat", "temperature_c"), "value": warm - 1.0,

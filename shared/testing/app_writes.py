@@ -1,0 +1,65 @@
+"""What an app wrote, read back from Kafka once it has stopped, as multisets that compare
+with its replay in memory (shared/testing/replay.py) whatever the order of writing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from shared.app import AppDefinition
+from shared.kafka_io import REASON_HEADER
+from shared.testing.kafka_tools import ConsumedRecord, read_all
+from shared.topics import TopicSpec
+
+STAGE_HEADER = "statewise.stage"  # on the records the pipeline itself set aside
+PIPELINE_STAGES = ("decode", "quality")  # where the gate rejects records
+
+
+@dataclass(frozen=True)
+class Writes:
+    """An app's own records (topic, key, value), the records its gate rejected
+    (value, reason) and those found late (value)."""
+
+    outputs: Counter
+    rejected: Counter
+    late: Counter
+
+
+def read_topic(settings, spec: TopicSpec, *, read_committed: bool = True) -> list[ConsumedRecord]:
+    """Every record of a topic no longer written (read to its end, or IncompleteRead)."""
+    return read_all(
+        settings.bootstrap_servers,
+        spec.qualified(settings.topic_prefix),
+        read_committed=read_committed,
+        idle_timeout_s=0.5,
+        complete=read_committed,
+    )
+
+
+def written(app: AppDefinition, settings) -> Writes:
+    """Everything ``app`` (keyed: its outputs name its topics) wrote under ``settings``."""
+    outputs, rejected = Counter(), Counter()
+    for spec in written_topics(app):
+        topic = spec.qualified(settings.topic_prefix)
+        for record in read_topic(settings, spec):
+            if STAGE_HEADER in record.headers:  # an input record, set aside unchanged
+                rejected[(record.value, record.headers[REASON_HEADER])] += 1
+            else:
+                outputs[(topic, record.key, record.value)] += 1
+    late = Counter(record.value for record in read_topic(settings, app.topics.late))
+    return Writes(outputs, rejected, late)
+
+
+def written_topics(app: AppDefinition) -> list[TopicSpec]:
+    """The topics a keyed app's operator writes its own records and dead letters to."""
+    by_name = {spec.name: spec for spec in (*app.keyed.outputs, app.topics.dead_letter)}
+    return list(by_name.values())
+
+
+def gate_dead_letters(app: AppDefinition, settings) -> list[ConsumedRecord]:
+    """The dead letters of the app's gate (decoding, quality): input records unchanged."""
+    return [
+        r
+        for r in read_topic(settings, app.topics.dead_letter)
+        if r.headers.get(STAGE_HEADER) in PIPELINE_STAGES
+    ]

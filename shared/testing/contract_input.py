@@ -1,0 +1,82 @@
+"""Input for the contracts every app keeps (tests/integration/test_app_contracts*.py),
+made from the app's definition alone.
+
+Valid records come from the app's own seeded stream: its demo's when it has one (made to
+show every output kind within seconds, with the settings the demo runs the app with),
+else its generator's. Records the app's gate rejects go, and the rest are put in
+event-time order, so that none is late whatever the batches: the contracts add their
+own bad and late records, whose fate they know. Bad records are made from the input
+schema (its types and required fields), the quality suite's rules and the event-time
+bound, each with the reason its dead letter must carry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from shared.app import AppDefinition
+from shared.app_commands import RunOptions
+from shared.durations import duration_ms
+from shared.producer import OutgoingRecord
+from shared.settings import PlatformSettings
+from shared.testing.bad_records import bad_records
+from shared.testing.record_gate import RecordGate
+
+
+@dataclass(frozen=True)
+class AppStream:
+    settings: Any  # the app's settings for the run
+    records: list[OutgoingRecord]  # valid, in event-time order
+    bad: list[tuple[OutgoingRecord, str]]  # (record, the reason its dead letter gives)
+
+
+def has_input(app: AppDefinition) -> bool:
+    """Whether the contracts can make input for ``app`` (it declares a demo or generator)."""
+    return app.demo is not None or app.generator is not None
+
+
+def app_stream(
+    app: AppDefinition, platform: PlatformSettings, count: int, *, latenesses: float, seed: int = 7
+) -> AppStream:
+    """``count`` valid records over ``latenesses`` allowed latenesses of event time (a
+    minute at least) ending now, and the bad records of ``app``'s input."""
+    args = _flags(app)
+    fields = {f.name: getattr(platform, f.name) for f in dataclasses.fields(PlatformSettings)}
+    demo_fields = app.demo.app_settings(args) if app.demo is not None else {}
+    settings = app.settings_type(**fields, **demo_fields)
+    span_ms = max(latenesses * lateness_ms(app, settings), 60_000)
+    options = RunOptions(
+        seed=seed,
+        start_time_ms=int(time.time() * 1000 - span_ms),
+        events_per_s=count / span_ms * 1000,
+    )
+    chunks = (
+        app.demo.live_input(args, options)
+        if app.demo is not None
+        else app.generator.build(args, options).chunks
+    )
+    gate, now_ms = RecordGate.of(app, settings), int(time.time() * 1000)
+    records = (r for chunk in chunks for r in chunk.records)
+    valid = itertools.islice(
+        (r for r in records if gate.judge(r.value, now_ms).reason is None), count
+    )
+    field = app.input_topic.schema.event_time_field
+    ordered = sorted(valid, key=lambda r: json.loads(r.value)[field])
+    return AppStream(settings, ordered, bad_records(gate, ordered[0], now_ms))
+
+
+def _flags(app: AppDefinition) -> argparse.Namespace:
+    """The default flags of the app's demo, else of its generator."""
+    parser = argparse.ArgumentParser()
+    (app.demo or app.generator).add_arguments(parser)
+    return parser.parse_args([])
+
+
+def lateness_ms(app: AppDefinition, settings: Any) -> int:
+    return duration_ms(app.allowed_lateness(settings))
