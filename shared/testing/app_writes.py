@@ -28,7 +28,7 @@ class Writes:
 def read_topic(settings, spec: TopicSpec, *, read_committed: bool = True) -> list[ConsumedRecord]:
     """Every record of a topic no longer written (read to its end, or IncompleteRead)."""
     return read_all(
-        settings.bootstrap_servers,
+        settings,
         spec.qualified(settings.topic_prefix),
         read_committed=read_committed,
         idle_timeout_s=0.5,

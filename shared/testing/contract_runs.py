@@ -12,14 +12,15 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
+from shared import kafka_clients
 from shared.app import AppDefinition
 from shared.faults import FaultPlan
-from shared.producer import OutgoingRecord, kafka_producer, send_all
+from shared.producer import OutgoingRecord, send_all
 from shared.runner import checkpoint_path, start
 from shared.settings import PlatformSettings
 from shared.sink import SinkStats
 from shared.testing.replay import logged_batches
-from shared.topics import admin_client, provision
+from shared.topics import provision
 
 
 def own_platform(platform: PlatformSettings, bootstrap: str, root: Path) -> PlatformSettings:
@@ -34,14 +35,12 @@ def own_platform(platform: PlatformSettings, bootstrap: str, root: Path) -> Plat
 
 
 def create_app_topics(app: AppDefinition, settings: PlatformSettings) -> None:
-    provision(
-        admin_client(settings.bootstrap_servers), list(app.topics.all()), settings.topic_prefix
-    )
+    provision(kafka_clients.admin_client(settings), list(app.topics.all()), settings.topic_prefix)
 
 
 def send(app: AppDefinition, settings: PlatformSettings, records: list[OutgoingRecord]) -> None:
     topic = app.input_topic.qualified(settings.topic_prefix)
-    send_all(kafka_producer(settings.bootstrap_servers), topic, records)
+    send_all(kafka_clients.tuned_producer(settings), topic, records)
 
 
 def run_to_the_end(spark, app: AppDefinition, settings: Any, timeout_s: float = 300) -> SinkStats:
