@@ -96,7 +96,7 @@ def _decoded(value: bytes) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def test_builder_in_batch_mode_equals_the_oracle(spark):
+def test_builder_in_batch_mode_equals_the_oracle(spark, request):
     from apps.trading.realtime import (
         BarRules,
         accepted_trades,
@@ -120,6 +120,8 @@ def test_builder_in_batch_mode_equals_the_oracle(spark):
     rules = BarRules.from_settings(settings)
     rows = checked(parse(raw, TRADING.inputs[0].schema), scales_frame(spark, settings),
                    quality_gate(TRADING_APP, settings)).cache()
+    # The session is every test's: a cached frame left behind is one another test sees.
+    request.addfinalizer(rows.unpersist)
     got, repeated = bars_of(r.asDict() for r in bar_updates(accepted_trades(rows, rules),
                                                             rules).collect())
     assert repeated == []  # batch mode: one row per bar
