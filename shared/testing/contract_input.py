@@ -1,4 +1,4 @@
-"""Input for the contracts every app keeps (tests/integration/test_app_contracts*.py),
+"""Input for the contracts every app keeps (tests/integration/test_app_contracts.py),
 made from the app's definition alone.
 
 Valid records come from the app's own seeded stream: its demo's when it has one (made to
