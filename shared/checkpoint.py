@@ -42,3 +42,24 @@ def query_id(spark: SparkSession, checkpoint: str) -> str:
     if text is None:
         raise FileNotFoundError(f"no query metadata in {checkpoint}: has the query started?")
     return json.loads(text)["id"]
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Write a (small) file whole, replacing it."""
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    stream = fs.create(hadoop_path, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def has_started(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether a query has planned a batch in this checkpoint (its offset log holds one)."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/offsets")
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return fs.exists(path) and any(
+        status.getPath().getName().isdigit() for status in fs.listStatus(path))

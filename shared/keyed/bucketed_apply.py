@@ -11,6 +11,7 @@ keys, B=64: the Row variant was 1.5x slower with 200k-row batches, 1.9x with 1M-
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from pyspark.sql import Column, DataFrame
@@ -65,6 +66,7 @@ def apply_bucketed(
     watermark_delay: str | timedelta | None = None,
     output_mode: str = "Append",
     envelopes: EnvelopeSpec | None = None,
+    bucket_labels: Sequence[int] | None = None,
 ) -> DataFrame:
     """The processor's output stream. ``buckets`` (B) is fixed for the life of the
     checkpoint (the state records it and refuses another B). With ``idle_expiry`` a
@@ -78,6 +80,9 @@ def apply_bucketed(
     moves with the event times, but the event time column reaches the operator without
     its watermark mark, so that Spark hands late rows over instead of dropping them
     uncounted, and the operator sends them to the late topic.
+
+    ``bucket_labels``: bucket i's value in the grouping column (bucket_labels.py; the
+    checkpoint's, from state_layout.py); None names the buckets 0..B-1.
     """
     spec = processor.spec
     _check_input(df, spec, buckets, allow_layer_columns=envelopes is not None)
@@ -97,13 +102,15 @@ def apply_bucketed(
         # of dropping them uncounted. The watermark itself still moves.
         stream = stream.drop(spec.event_time_column)
     stream = stream.withColumn(KEY_HASH_COLUMN, _key_hash(spec, envelopes is not None))
-    stream = stream.withColumn(BUCKET_COLUMN, F.pmod(F.col(KEY_HASH_COLUMN), F.lit(buckets)))
+    labels = _labels(bucket_labels, buckets)
+    stream = stream.withColumn(BUCKET_COLUMN, _named(
+        F.pmod(F.col(KEY_HASH_COLUMN), F.lit(buckets)), labels))
     data_schema = stream.drop(BUCKET_COLUMN).schema
     control_schema = None
     if control is not None:
         if spec.control is None:
             raise BucketedSpecError("a control stream was given but the spec declares none")
-        broadcast = broadcast_control(control, spec.control, buckets)
+        broadcast = broadcast_control(control, spec.control, buckets, labels)
         control_schema = control.select(*spec.control.schema.names).schema
         stream = stream.withColumn(IS_CONTROL_COLUMN, F.lit(False)).unionByName(
             broadcast, allowMissingColumns=True)
@@ -115,6 +122,22 @@ def apply_bucketed(
     return stream.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
         BucketedStatefulProcessor(processor, layout, envelopes), output_schema, output_mode,
         spec.time_mode)
+
+
+def _labels(bucket_labels: Sequence[int] | None, buckets: int) -> tuple[int, ...]:
+    labels = tuple(range(buckets)) if bucket_labels is None else tuple(bucket_labels)
+    if len(labels) != buckets or len(set(labels)) != buckets:
+        raise BucketedSpecError(f"{buckets} buckets need {buckets} distinct labels, got "
+                                f"{labels}")
+    return labels
+
+
+def _named(bucket: Column, labels: tuple[int, ...]) -> Column:
+    """Bucket index -> its grouping value (the index itself when the names are 0..B-1)."""
+    if labels == tuple(range(len(labels))):
+        return bucket
+    names = F.array(*[F.lit(label).cast(LongType()) for label in labels])
+    return F.element_at(names, (bucket + 1).cast("int"))
 
 
 def _key_hash(spec: BucketedSpec, envelopes: bool) -> Column:
@@ -140,14 +163,15 @@ def event_ms(df: DataFrame, column: str) -> Column:
     return F.col(column).cast(LongType())
 
 
-def broadcast_control(control: DataFrame, spec: ControlSpec, buckets: int) -> DataFrame:
+def broadcast_control(control: DataFrame, spec: ControlSpec, buckets: int,
+                      bucket_labels: Sequence[int] | None = None) -> DataFrame:
     """Each control record once per bucket, its columns prefixed with ``keyed_ctl_``."""
     missing = [c for c in spec.schema.names if c not in control.columns]
     if missing:
         raise BucketedSpecError(f"the control stream lacks columns {missing}")
     columns = [F.col(c).alias(CONTROL_PREFIX + c) for c in spec.schema.names]
-    all_buckets = F.explode(F.sequence(F.lit(0).cast(LongType()), F.lit(buckets - 1).cast(
-        LongType())))
+    labels = _labels(bucket_labels, buckets)
+    all_buckets = F.explode(F.array(*[F.lit(label).cast(LongType()) for label in labels]))
     return control.select(*columns, all_buckets.alias(BUCKET_COLUMN),
                           F.lit(True).alias(IS_CONTROL_COLUMN))
 

@@ -19,6 +19,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from shared.keyed.bucketed_spec import BUCKET_COLUMN, BucketedSpec, BucketedSpecError
 from shared.keyed.bucketed_tables import COLD_STATE, HEADER_STATE, HOT_STATE
 from shared.keyed.bucketed_view import BucketSummary, KeyState, bucket_summary, key_state
+from shared.keyed.state_layout import labels_for_reading
 
 _BLOBS = ("keys_ipc", "history_ipc", "tombs_ipc")
 
@@ -47,7 +48,8 @@ def key_hash_and_bucket(spark: SparkSession, spec: BucketedSpec, buckets: int,
 def read_key(spark: SparkSession, checkpoint: str, spec: BucketedSpec, buckets: int,
              key: Sequence[Any], batch_id: int) -> tuple[KeyState | None, list[int]]:
     """The key's state and its bucket's registered timers, reading that bucket only."""
-    key_hash, bucket = key_hash_and_bucket(spark, spec, buckets, key)
+    key_hash, index = key_hash_and_bucket(spark, spec, buckets, key)
+    bucket = labels_for_reading(spark, checkpoint, buckets)[index]
     values = {}
     for name in (HEADER_STATE, HOT_STATE, COLD_STATE):
         rows = (_state(spark, checkpoint, batch_id, name)
@@ -55,7 +57,7 @@ def read_key(spark: SparkSession, checkpoint: str, spec: BucketedSpec, buckets: 
         values[name] = tuple(rows[0].value) if rows else None
     if values[HEADER_STATE] is None:
         _check_bucket_count(spark, checkpoint, batch_id, buckets)
-    found = key_state(spec, buckets, bucket, key, key_hash, values[HEADER_STATE],
+    found = key_state(spec, buckets, index, key, key_hash, values[HEADER_STATE],
                       values[HOT_STATE], values[COLD_STATE])
     timers = [r.expiration_timestamp_ms for r in _timers(spark, checkpoint, batch_id)
               .where(F.col(f"key.{BUCKET_COLUMN}") == bucket).collect()]
@@ -79,7 +81,13 @@ def read_summary(spark: SparkSession, checkpoint: str, spec: BucketedSpec, bucke
     """(state partition, summary, bytes of its segments) per bucket holding a header.
     The segments' key tables are collected and decoded; their history blobs are only
     measured, in Spark."""
-    bucket = F.col(f"key.{BUCKET_COLUMN}").alias("bucket")
+    # Bucket names back to indices 0..B-1 (state_layout.py), as people count buckets.
+    names = labels_for_reading(spark, checkpoint, buckets)
+    index = F.element_at(F.map_from_arrays(
+        F.array(*[F.lit(n).cast("long") for n in names]),
+        F.array(*[F.lit(i).cast("long") for i in range(len(names))])),
+        F.col(f"key.{BUCKET_COLUMN}"))
+    bucket = F.coalesce(index, F.col(f"key.{BUCKET_COLUMN}")).alias("bucket")
     headers = {r.bucket: (r.partition_id, tuple(r.value)) for r in
                _state(spark, checkpoint, batch_id, HEADER_STATE)
                .select(bucket, "partition_id", "value").collect()}

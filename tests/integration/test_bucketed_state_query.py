@@ -185,3 +185,26 @@ def _cards_by_bucket(spark: SparkSession) -> tuple[list[str], str]:
     buckets = _bucket_of(spark, [f"card-{i}" for i in range(40)])
     busy = [c for c, b in buckets.items() if b != 3][:4]
     return busy, next(c for c, b in buckets.items() if b == 3)
+
+
+def test_balanced_bucket_names_land_where_spark_sends_them(spark: SparkSession) -> None:
+    """Spark's hash partitioning (the stateful operator's) puts balanced names where
+    bucket_labels.py computes, one share per partition; 0..B-1 it does not."""
+    from pyspark.sql import functions as F
+
+    from shared.keyed.bucket_labels import balanced_labels, partition_loads
+
+    for buckets, partitions in ((16, 4), (32, 4), (4, 2)):
+        labels = balanced_labels(buckets, partitions)
+        placed = (spark.createDataFrame([(v,) for v in labels], "v long")
+                  .repartition(partitions, "v")
+                  .select("v", F.spark_partition_id().alias("p")).collect())
+        assert sorted((r.v, r.p) for r in placed) == sorted(
+            (v, i % partitions) for i, v in enumerate(labels))
+        identity = (spark.createDataFrame([(v,) for v in range(buckets)], "v long")
+                    .repartition(partitions, "v")
+                    .groupBy(F.spark_partition_id().alias("p")).count().collect())
+        loads = [0] * partitions
+        for r in identity:
+            loads[r.p] = r["count"]
+        assert loads == partition_loads(range(buckets), partitions)

@@ -1,0 +1,83 @@
+"""The names a checkpoint's buckets are stored under, kept beside Spark's own files.
+
+A bucketed query groups by bucket name (shared/keyed/bucket_labels.py). The names must
+stay those the checkpoint's state was written under, whatever the settings say later, or
+every bucket would start empty: so they are written once, into ``statewise-layout.json``
+in the checkpoint, before the query's first batch, and read from there ever after. A
+checkpoint that has batches but no such file was made before balanced names: its buckets
+are 0..B-1, and that is recorded on its first start with this version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from shared.checkpoint import has_started, read_text, write_text
+from shared.keyed.bucket_labels import balanced_labels, identity_labels
+from shared.keyed.bucketed_spec import BucketedSpecError
+
+LAYOUT_FILE = "statewise-layout.json"
+_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CheckpointLayout:
+    buckets: int
+    bucket_labels: tuple[int, ...]  # bucket i's grouping key value
+
+    def document(self) -> str:
+        return json.dumps({"version": _VERSION, "buckets": self.buckets,
+                           "bucket_labels": list(self.bucket_labels)})
+
+
+def read_layout(spark: SparkSession, checkpoint: str) -> CheckpointLayout | None:
+    """The checkpoint's recorded layout, or None when it records none."""
+    text = read_text(spark, _path(checkpoint))
+    if text is None:
+        return None
+    document = json.loads(text)
+    if document.get("version") != _VERSION:
+        raise BucketedSpecError(f"{_path(checkpoint)} has layout version "
+                                f"{document.get('version')}, this version reads {_VERSION}")
+    return CheckpointLayout(int(document["buckets"]), tuple(document["bucket_labels"]))
+
+
+def labels_for_reading(spark: SparkSession, checkpoint: str, buckets: int) -> tuple[int, ...]:
+    """The bucket names to read a checkpoint's state with (0..B-1 when none recorded);
+    refuses another B than the recorded one."""
+    layout = read_layout(spark, checkpoint)
+    if layout is None:
+        return identity_labels(buckets)
+    _check_buckets(layout, buckets)
+    return layout.bucket_labels
+
+
+def checkpoint_layout(spark: SparkSession, checkpoint: str, buckets: int,
+                      partitions: int) -> CheckpointLayout:
+    """The layout the query on ``checkpoint`` runs with: the recorded one; else, for a new
+    checkpoint, buckets balanced over ``partitions`` state partitions, and for one made
+    before layouts were recorded, 0..B-1. Recorded before the query starts."""
+    layout = read_layout(spark, checkpoint)
+    if layout is not None:
+        _check_buckets(layout, buckets)
+        return layout
+    labels = (identity_labels(buckets) if has_started(spark, checkpoint)
+              else balanced_labels(buckets, partitions))
+    layout = CheckpointLayout(buckets, labels)
+    write_text(spark, _path(checkpoint), layout.document())
+    return layout
+
+
+def _check_buckets(layout: CheckpointLayout, buckets: int) -> None:
+    if layout.buckets != buckets:
+        raise BucketedSpecError(
+            f"this checkpoint's state was written with {layout.buckets} buckets, not "
+            f"{buckets}: B is fixed per checkpoint (keys would land in other buckets). Keep "
+            "B, or move the state through a savepoint restore.")
+
+
+def _path(checkpoint: str) -> str:
+    return f"{checkpoint.rstrip('/')}/{LAYOUT_FILE}"
