@@ -70,6 +70,7 @@ def test_daemon_preloads_and_serves(tmp_path: Path):
     cmdline, stderr = _start_daemon(tmp_path, "apps.fraud.app")
     assert "shared.worker_daemon" in cmdline
     assert f"{len(BASE_MODULES) + 1} modules preloaded" in stderr
+    assert "objects frozen" in stderr
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
@@ -80,3 +81,17 @@ def test_daemon_with_a_thread_running_becomes_pyspark_daemon(tmp_path: Path):
     cmdline, stderr = _start_daemon(tmp_path, "starts_a_thread")
     assert "-m pyspark.daemon pyspark.worker" in cmdline
     assert "falling back to pyspark.daemon" in stderr
+
+
+def test_the_per_task_collection_takes_the_young_generations_only(monkeypatch):
+    import gc
+
+    from shared.worker_daemon import YoungCollections
+
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda generation=2: calls.append(generation) or 0)
+    collector = YoungCollections()
+    collector.collect()
+    collector.collect(2)  # an explicit full collection stays full
+    assert calls == [1, 2]
+    assert collector.isenabled is gc.isenabled
