@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.pipeline import AppBench, Options, run
+from bench.pipeline import AppBench, Layout, Options, run
 
 
 def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
@@ -17,6 +17,9 @@ def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
                         help="live rates as fractions of the drained rate")
     parser.add_argument("--triggers", default=",".join(Options.live_triggers),
                         help="live trigger intervals to try, e.g. '0 seconds,1 second'")
+    parser.add_argument("--layouts", default="default",
+                        help="live state layouts to try, partitions x buckets, e.g. "
+                             "'default,2x4' (default: the app's settings)")
     parser.add_argument("--quick", action="store_true",
                         help="300k records, 20 s live at half rate")
     args = parser.parse_args(argv)
@@ -25,5 +28,6 @@ def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
         args.records, args.live_s, fractions = 300_000, 20, (0.5,)
     run(bench, Options(records=args.records, batch=args.batch, live_s=args.live_s,
                        live_fractions=fractions,
-                       live_triggers=tuple(t.strip() for t in args.triggers.split(","))))
+                       live_triggers=tuple(t.strip() for t in args.triggers.split(",")),
+                       live_layouts=tuple(Layout.parse(t) for t in args.layouts.split(","))))
     return 0

@@ -33,8 +33,9 @@ def pipeline_rows() -> list[str]:
 
 
 def latency_rows() -> list[str]:
-    rows = ["| app | fraction of the drained rate | trigger | input/s | kept up | batch median ms |"
-            " latency p50 / p95 / p99 ms (rule or output) |", "|---|---|---|---|---|---|---|"]
+    rows = ["| app | fraction of the drained rate | state partitions x buckets | trigger | input/s"
+            " | kept up | batch median ms | latency p50 / p95 / p99 ms (rule or output) |",
+            "|---|---|---|---|---|---|---|---|"]
     for app, r in _pipeline_results():
         # Results from before the trigger sweep kept one run per fraction, at 1 s.
         runs = r.get("live_runs") or [
@@ -52,7 +53,9 @@ def latency_rows() -> list[str]:
             # Results from before the batch-size basis judged by a metric that reads 0.
             kept_up = ({True: "yes", False: "no"}.get(lag.get("kept_up"), "n/a")
                        if lag.get("kept_up_basis") == "batch sizes" else "n/a")
-            rows.append(f"| {app} | {fraction} | {trigger} | {live.get('rate_per_s', 0):,} | "
+            layout = live.get("layout", "4x16" if app != "iot" else "4x32")  # before layouts
+            rows.append(f"| {app} | {fraction} | {layout} | {trigger} | "
+                        f"{live.get('rate_per_s', 0):,} | "
                         f"{kept_up} | "
                         f"{_batch_median(live)} | {latency} |")
     return rows
