@@ -184,7 +184,10 @@ def _control(control_raw: DataFrame | None, app: AppDefinition, settings: Platfo
 
 def _with_reason(staged: DataFrame, gate) -> DataFrame:
     decode_reason = F.col(DECODE_REASON)
-    quality_reason: Column | None = gate.reason(staged) if gate is not None else None
+    columns = staged.columns
+    quality_reason: Column | None = None
+    if gate is not None:
+        staged, quality_reason = gate.annotate(staged)
     if quality_reason is None:
         return staged.withColumn(_REASON, decode_reason).withColumn(
             _STAGE, F.when(decode_reason.isNotNull(), F.lit("decode")))
@@ -192,7 +195,8 @@ def _with_reason(staged: DataFrame, gate) -> DataFrame:
     quality_reason = F.when(decode_reason.isNull(), quality_reason)
     return (staged.withColumn(_REASON, F.coalesce(decode_reason, quality_reason))
             .withColumn(_STAGE, F.when(decode_reason.isNotNull(), F.lit("decode"))
-                        .when(quality_reason.isNotNull(), F.lit("quality"))))
+                        .when(quality_reason.isNotNull(), F.lit("quality")))
+            .select(*columns, _REASON, _STAGE))
 
 
 def _side_outputs(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,

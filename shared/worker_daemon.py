@@ -25,7 +25,7 @@ cold workers, but never a fork with threads.
 After preloading, the daemon moves every object it made into the collector's permanent
 generation (``gc.freeze``) before it forks. pyspark's daemon runs a full
 ``gc.collect()`` in a reused worker after every task, and a full collection walks every
-tracked object, the preloaded modules' too: measured with py-spy on the fraud app at
+tracked object, the preloaded modules' too: measured with py-spy on a keyed app at
 3,000 records/s, 44.5% of all Python samples sat in that one call. Frozen objects are
 not walked, and their pages are no longer written by the collector, so they stay shared
 with the daemon instead of being copied into every worker. What a worker makes itself

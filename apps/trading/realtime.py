@@ -89,7 +89,11 @@ def checked(staged: DataFrame, scales: DataFrame, gate=None) -> DataFrame:
     Each step is its own column, so no expression is repeated inside another."""
     joined = staged.join(F.broadcast(scales), "instrument", "left")
     decode = F.col(DECODE_REASON)
-    quality = gate.reason(joined) if gate is not None else None
+    quality, references = None, []
+    if gate is not None:
+        annotated, quality = gate.annotate(joined)
+        references = [c for c in annotated.columns if c not in joined.columns]
+        joined = annotated
     with_units = _with_units(joined).withColumn(
         _QUALITY, F.when(decode.isNull(), quality) if quality is not None else F.lit(None))
     with_app = with_units.withColumn(_APP, F.when(
@@ -99,7 +103,7 @@ def checked(staged: DataFrame, scales: DataFrame, gate=None) -> DataFrame:
             .withColumn(STAGE, F.when(decode.isNotNull(), F.lit("decode"))
                         .when(F.col(_QUALITY).isNotNull(), F.lit("quality"))
                         .when(F.col(_APP).isNotNull(), F.lit("app")))
-            .drop(_QUALITY, _APP)
+            .drop(_QUALITY, _APP, *references)
             .withColumn(_BARRIER, F.spark_partition_id() >= 0))
 
 

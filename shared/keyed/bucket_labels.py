@@ -2,10 +2,10 @@
 evenly over the state partitions.
 
 Spark sends grouping key ``v`` to state partition ``pmod(murmur3(v, seed 42), P)``.
-Named 0..B-1, buckets fall unevenly: with P = 4, fraud's 16 buckets land 6/6/1/3 and
-iot's 32 land 14/7/6/5; with P = 2, four buckets land 1/3 and two land 0/2. The
+Named 0..B-1, buckets fall unevenly: with P = 4, 16 buckets land 6/6/1/3 and 32 land
+14/7/6/5; with P = 2, four buckets land 1/3 and two land 0/2. The
 partition holding the most buckets sets every batch's time (on a cluster with a core
-per partition, half of fraud's and three quarters of iot's cores would wait). A
+per partition, half the cores would wait with 16 buckets, three quarters with 32). A
 *balanced* layout names bucket ``i`` by the smallest unused non-negative integer that
 Spark sends to partition ``i mod P``: every partition then holds B/P buckets (or one
 more).

@@ -233,3 +233,43 @@ def test_long_value_sets_give_ge_verdicts(payments):
                 for ids in ge_failed.values() for row_id in ids}
     assert got == expected
     assert set(got) == {5, 6, 8, 9}  # eur, XXX and 0000, EURO, the empty card
+
+
+def test_a_large_set_check_joins_a_reference_and_gives_isins_verdicts(spark):
+    """From REFERENCE_JOIN_MIN_VALUES values a set check is a broadcast join, not an InSet
+    the driver re-plans every batch: the verdicts and reasons are those of ``isin``."""
+    from shared.quality import gate as gate_module
+    from shared.quality.translate import describe_expectation
+
+    symbols = [f"S{i:04d}" for i in range(gate_module.REFERENCE_JOIN_MIN_VALUES + 44)]
+    banned = list(range(1000, 1000 + gate_module.REFERENCE_JOIN_MIN_VALUES))
+    rows = [(1, "S0001", 7), (2, "NOPE", 7), (3, None, 1000), (4, "S0299", None),
+            (5, "", 1255), (6, "S0002", 1256), (7, "S0003", 1000)]
+    df = spark.createDataFrame(rows, "id long, symbol string, code int")
+    suite = gx.ExpectationSuite(name="reference", expectations=[
+        gxe.ExpectColumnValuesToBeInSet(column="symbol", value_set=symbols + ["S0001"]),
+        gxe.ExpectColumnValuesToNotBeInSet(column="code", value_set=banned),
+    ])
+    joined = QualityGate(suite)
+    valid, rejected = joined.split(df)
+
+    def verdicts(result):
+        kept, turned_away = result
+        return ({r["id"] for r in kept.collect()},
+                {r["id"]: r[DQ_REASON] for r in turned_away.collect()})
+
+    in_set, not_in_set = (describe_expectation(e) for e in suite.expectations)
+    assert verdicts((valid, rejected)) == (
+        {1, 4, 6}, {2: in_set, 3: not_in_set, 5: f"{in_set}; {not_in_set}",
+                    7: not_in_set})
+    assert valid.columns == df.columns and rejected.columns == [*df.columns, DQ_REASON]
+    plan = valid._jdf.queryExecution().executedPlan().toString()
+    assert "BroadcastHashJoin" in plan and "INSET" not in plan.upper()
+
+    # The same suite through isin (a threshold above its sets) agrees.
+    original = gate_module.REFERENCE_JOIN_MIN_VALUES
+    gate_module.REFERENCE_JOIN_MIN_VALUES = 10**9
+    try:
+        assert verdicts(QualityGate(suite).split(df)) == verdicts((valid, rejected))
+    finally:
+        gate_module.REFERENCE_JOIN_MIN_VALUES = original
