@@ -18,6 +18,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from shared.deploy import cluster_conf, executor_python, is_local
+from shared.jvm_archive import driver_java_options
 from shared.settings import REPO_ROOT, PlatformSettings
 from shared.worker_daemon import PRELOAD_ENV
 
@@ -124,6 +125,10 @@ def session_conf(settings: PlatformSettings, app_name: str,
         # Nothing listens beyond loopback on a developer machine.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+        # The driver maps its classes from the bootstrap's archive (shared/jvm_archive.py).
+        archive = driver_java_options()
+        if archive:
+            conf["spark.driver.extraJavaOptions"] += f" {archive}"
     conf.update(worker_conf(settings, preload))
     conf.update(cluster_conf(settings))  # code archive, executors' Python (shared/deploy.py)
     return conf
