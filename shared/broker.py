@@ -33,6 +33,7 @@ class BrokerConfig:
     port: int = 9092
     controller_port: int = 9093
     heap: str = "512m"
+    java_options: tuple[str, ...] = ()  # more, for the broker's JVM only (not the format)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -93,7 +94,7 @@ class LocalBroker:
         self._format_storage(properties)
         with open(self.log_file, "ab") as log:
             process = subprocess.Popen(
-                [*self._java(), "kafka.Kafka", str(properties)],
+                [*self._java(), *self.config.java_options, "kafka.Kafka", str(properties)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # survives Ctrl-C in the starting terminal
             )
@@ -156,8 +157,12 @@ class LocalBroker:
     def _java(self) -> list[str]:
         if not any(BROKER_JARS.glob("*.jar")):
             raise BrokerError(f"no broker jars in {BROKER_JARS}: run scripts/bootstrap")
+        from shared.jvm_archive import broker_java_options
+
         log4j = REPO_ROOT / "deploy" / "kafka" / "log4j2.yaml"
-        return ["java", f"-Xmx{self.config.heap}", "-XX:+UseG1GC",
+        # A training run (java_options) writes the archive: it must not map one as well.
+        archive = [] if self.config.java_options else broker_java_options()
+        return ["java", f"-Xmx{self.config.heap}", "-XX:+UseG1GC", *archive,
                 f"-Dlog4j2.configurationFile={log4j}",
                 f"-Dkafka.logs.dir={self.home / 'logs'}",
                 "-cp", f"{BROKER_JARS}/*"]

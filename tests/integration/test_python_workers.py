@@ -43,10 +43,10 @@ def test_workers_skip_what_the_daemon_froze_in_their_collections(spark):
 def test_the_driver_jvm_maps_the_bootstrap_class_archive(spark):
     """scripts/bootstrap trains the archive; a local session starts from it (a JVM that
     could not map it would run with sharing off, or on the JDK's own archive only)."""
-    from shared.jvm_archive import archive_path
+    from shared.jvm_archive import SPARK, archive_path
 
     jvm = spark.sparkContext._jvm
     bean_type = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
     bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean_type)
-    assert bean.getVMOption("SharedArchiveFile").getValue() == str(archive_path())
+    assert bean.getVMOption("SharedArchiveFile").getValue() == str(archive_path(SPARK))
     assert bean.getVMOption("UseSharedSpaces").getValue() == "true"
