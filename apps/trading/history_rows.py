@@ -1,9 +1,10 @@
-"""The history's counted cancels attached to their trades.
+"""The history's rows across calls: which rows are first deliveries, and the counted
+cancels attached to their trades.
 
 A call's history holds every kept entry of its instruments (hundreds of thousands for a
-busy bucket) while its live cancels are few (they stay until the watermark passes them):
-their trades are looked for among their own instruments' entries only, by a hash lookup
-into a table of the cancels' ids (no string built, ranked or copied per entry).
+busy bucket) while its rows and live cancels are few: each step here looks the history's
+trade ids up in a table of those few (a hash lookup per entry, no string built, ranked or
+copied per entry), and the cancels' matching reads only their instruments' entries.
 """
 
 from __future__ import annotations
@@ -13,6 +14,23 @@ import pandas as pd
 
 from apps.trading.entry_order import Blocks
 from apps.trading.instrument_state import CANCEL, TRADE
+
+
+def first_deliveries(history: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
+    """Per row: whether the history holds no entry of its kind and trade id yet."""
+    known = history["trade_id"].isin(rows["trade_id"]).to_numpy()  # few hits
+    if not known.any():
+        return np.ones(len(rows), dtype=bool)
+    seen = _entry_key(history["kind"].to_numpy()[known] == CANCEL,
+                      history["trade_id"].to_numpy()[known])
+    keys = _entry_key(rows["kind"].to_numpy() == "cancel", rows["trade_id"].to_numpy())
+    return ~keys.isin(seen).to_numpy()
+
+
+def _entry_key(is_cancel: np.ndarray, trade_ids: np.ndarray) -> pd.Series:
+    """ "t:" or "c:" + trade id: a trade and its cancel share an id but not a key."""
+    return pd.Series(np.where(is_cancel, "c:", "t:"), dtype=object) + \
+        pd.Series(trade_ids, dtype=object)
 
 
 def cancel_times(history: pd.DataFrame, blocks: Blocks, horizon_ms: int) -> np.ndarray:

@@ -18,8 +18,9 @@ All per-trade work is numpy over the whole bucket (docs/trading-rules.md is the 
 apps/trading/oracle.py the reference it equals). The history comes whole each call (the
 layer's contract) but is never sorted, ranked or copied per entry more than once: its
 order is the layer's (grouped by instrument, event-time order: entry_order.py), first
-cancels are a hash lookup into a table of the few cancels (history_rows.py), and the
-history returned keeps that order, so the layer need not sort it either.
+deliveries and cancels are hash lookups into tables of the few rows and cancels
+(history_rows.py), and the history returned keeps that order, so the layer need not
+sort it either.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from apps.trading.entry_order import Blocks
 from apps.trading.exact import decimal_text, fraction
 from apps.trading.fat_fingers import judge
 from apps.trading.figures import bar_rows, figure_rows
-from apps.trading.history_rows import cancel_times
+from apps.trading.history_rows import cancel_times, first_deliveries
 from apps.trading.instrument_state import (
     ACCEPTED,
     CANCEL,
@@ -72,9 +73,8 @@ class TradingProcessor(BucketedProcessor):
         first = ~rows.duplicated(subset=["kind", "trade_id"]).to_numpy()
         rows, units = rows[first], units[first]
         history = state.history
-        seen = _entry_key(history["kind"].to_numpy() == CANCEL, history["trade_id"])
-        fresh = ~_entry_key(rows["kind"].to_numpy() == "cancel", rows["trade_id"]).isin(seen)
-        rows, units = rows[fresh.to_numpy()], units[fresh.to_numpy()]
+        fresh = first_deliveries(history, rows)
+        rows, units = rows[fresh], units[fresh]
         rules = self.rules
         session = session_start(rows["event_time_ms"].to_numpy(dtype=np.int64),
                                 rules.session_open_min, rules.session_close_min)
@@ -158,12 +158,6 @@ class TradingProcessor(BucketedProcessor):
         per_instrument = np.minimum.reduceat(ends, starts)
         due = per_instrument < np.iinfo(np.int64).max
         return pd.Series(per_instrument[due], index=book.names[book.inst[live][starts]][due])
-
-
-def _entry_key(is_cancel: np.ndarray, trade_ids: pd.Series) -> pd.Series:
-    """ "t:" or "c:" + trade id: a trade and its cancel share an id but not a key."""
-    return pd.Series(np.where(is_cancel, "c:", "t:"), dtype=object) + \
-        trade_ids.reset_index(drop=True).astype(object)
 
 
 def _kept_history(book: Book, cancel_ms: np.ndarray, kept: np.ndarray, watermark: int

@@ -1,6 +1,7 @@
-"""The book order and the cancel matching read the history as the layer hands it
-(grouped by instrument, event-ms order) and equal their from-scratch definitions on
-random histories with ties, cancels of every kind and histories in any order (no JVM)."""
+"""The book order, first deliveries and cancel matching read the history as the layer
+hands it (grouped by instrument, event-ms order) and equal their from-scratch
+definitions on random histories with ties, cancels of every kind and histories in
+any order (no JVM)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 
 from apps.trading.entry_order import Blocks, book_rows
-from apps.trading.history_rows import cancel_times
+from apps.trading.history_rows import cancel_times, first_deliveries
 from apps.trading.instrument_state import CANCEL, ENTRY, ENTRY_ORDER, NONE, TRADE
 from shared.keyed.bucketed_order import sorted_by
 
@@ -67,6 +68,21 @@ def test_blocks_say_whether_the_history_is_in_the_layers_order():
     assert Blocks.of(random_history(rng, 200, "grouped")).grouped
     assert not Blocks.of(random_history(rng, 200, "shuffled")).grouped
     assert Blocks.of(random_history(rng, 0, "grouped")).grouped
+
+
+@pytest.mark.parametrize("layout", ["grouped", "shuffled"])
+@pytest.mark.parametrize("seed", range(6))
+def test_first_deliveries_are_the_rows_whose_kind_and_id_the_history_lacks(seed, layout):
+    rng = np.random.default_rng(seed)
+    history = random_history(rng, 300, layout)
+    n = 80
+    rows = pd.DataFrame({"kind": rng.choice(["trade", "cancel"], n),
+                         "trade_id": [f"t{i}" for i in rng.integers(0, 600, n)]})
+    seen = {(k, i) for k, i in zip(history["kind"], history["trade_id"], strict=True)}
+    expected = [((CANCEL if k == "cancel" else TRADE), i) not in seen
+                for k, i in zip(rows["kind"], rows["trade_id"], strict=True)]
+    assert first_deliveries(history, rows).tolist() == expected
+    assert first_deliveries(history.iloc[:0], rows).all()
 
 
 @pytest.mark.parametrize("layout", ["grouped", "shuffled"])
