@@ -45,7 +45,7 @@ from apps.trading.instrument_state import (
     session_start,
     with_new_instruments,
 )
-from apps.trading.outputs import dead_letters
+from apps.trading.outputs import OutputRows, dead_letters, output_frame
 from apps.trading.settings import TradingRules
 from shared.keyed.bucketed import BucketContext, BucketedProcessor, BucketState, BucketUpdate
 
@@ -67,8 +67,8 @@ class TradingProcessor(BucketedProcessor):
         bad = reason.notna().to_numpy()
         rejects = None
         if bad.any():
-            rejects = dead_letters(rows[bad], rows["price"].to_numpy(dtype=object)[bad],
-                                   reason.to_numpy()[bad])
+            rejects = output_frame([dead_letters(
+                rows[bad], rows["price"].to_numpy(dtype=object)[bad], reason.to_numpy()[bad])])
         rows, units = rows[~bad], units[~bad]
         first = ~rows.duplicated(subset=["kind", "trade_id"]).to_numpy()
         rows, units = rows[first], units[first]
@@ -92,7 +92,7 @@ class TradingProcessor(BucketedProcessor):
         blocks = Blocks.of(history)
         cancel_ms = cancel_times(history, blocks, self.rules.cancel_horizon_ms)
         book = Book.of(history, blocks, cancel_ms, self.keep_ms)
-        outputs: list[pd.DataFrame] = []
+        outputs: list[OutputRows] = []
         quarantined = judge(book, keys, watermark, self.rules.fat_finger_reference_ms,
                             self.band)
         if len(quarantined):
@@ -104,11 +104,11 @@ class TradingProcessor(BucketedProcessor):
         keys["emitted_ms"] = np.maximum(keys["emitted_ms"].to_numpy(dtype=np.int64), watermark)
         kept = ~self._fold_old(book, keys, watermark)
         return BucketUpdate(
-            keys=keys, outputs=pd.concat(outputs, ignore_index=True) if outputs else None,
+            keys=keys, outputs=output_frame(outputs) if outputs else None,
             history=_kept_history(book, cancel_ms, kept, watermark),
             wake_at_ms=self._next_end(book, kept, watermark))
 
-    def _fat_fingers(self, book: Book, keys: pd.DataFrame, at: np.ndarray) -> pd.DataFrame:
+    def _fat_fingers(self, book: Book, keys: pd.DataFrame, at: np.ndarray) -> OutputRows:
         rows = book.entries(at)
         scale = keys["scale"].reindex(rows["instrument"]).to_numpy(dtype=np.int64)
         frame = pd.DataFrame({
