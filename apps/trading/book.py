@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from apps.trading.entry_order import Blocks, book_rows
+from apps.trading.entry_order import Blocks, book_rows, ranges
 from apps.trading.instrument_state import ACCEPTED, NONE, TRADE
 
 
@@ -98,12 +98,14 @@ class Windows:
         self._prefix = [np.concatenate([[0], np.cumsum(v, dtype=np.int64)]) for v in (
             notional, np.where(accepted, book.size, 0), np.where(accepted, book.units, 0),
             accepted.astype(np.int64))]
-        # Pairs (query, cancelled accepted trade of its instrument, cancelled before end).
+        # Pairs (query, cancelled accepted trade of its instrument, cancelled before end):
+        # the book is by instrument, so each query's candidates are one range of them.
         cancelled = np.flatnonzero(accepted & (book.cancel_ms != NONE))
-        query_ids = np.arange(len(inst))
-        pairs = pd.DataFrame({"q": query_ids, "inst": inst}).merge(
-            pd.DataFrame({"c": cancelled, "inst": book.inst[cancelled]}), on="inst")
-        q, c = pairs["q"].to_numpy(dtype=np.int64), pairs["c"].to_numpy(dtype=np.int64)
+        of_inst = book.inst[cancelled]
+        first = np.searchsorted(of_inst, inst, side="left")
+        count = np.searchsorted(of_inst, inst, side="right") - first
+        q = np.repeat(np.arange(len(inst)), count)
+        c = cancelled[ranges(first, count)]
         keep = book.cancel_ms[c] < end[q]
         self._q, self._c = q[keep], c[keep]
 

@@ -52,7 +52,8 @@ from shared.keyed.bucketed import BucketContext, BucketedProcessor, BucketState,
 
 class TradingProcessor(BucketedProcessor):
     def __init__(self, rules: TradingRules, scales: dict[str, int]) -> None:
-        self.rules, self.scales = rules, scales
+        # A Series, not the dict: ``map`` would turn a dict of 5,000 into one every call.
+        self.rules, self.scales = rules, pd.Series(scales, dtype=np.int64)
         self.spec = instrument_spec()
         self.alpha, self.band = fraction(rules.ema_alpha), fraction(rules.fat_finger_band)
         # Trades older than this behind the watermark can change no figure any more.
