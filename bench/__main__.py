@@ -18,6 +18,8 @@ BENCHMARKS = {
                     "an 800k-row output batch to JSON: column by column vs per row"),
     "keyed_state": ("bench.keyed_state_throughput",
                     "the keyed-state layer alone: native vs per-key vs bucketed"),
+    "trading_cost": ("bench.trading_processor_cost",
+                     "trading processor per call in memory: its share and the layer's"),
     "fraud": ("bench.fraud_pipeline", "fraud app: sustained rate, latency at half rate"),
     "iot": ("bench.iot_pipeline", "iot app: sustained rate, latency at half rate"),
     "trading": ("bench.trading_pipeline", "trading app in micro-batches"),

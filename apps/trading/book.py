@@ -1,10 +1,12 @@
-"""A bucket's trades as sorted numpy columns, and window sums over them (no loop per trade).
+"""A bucket's trades as numpy columns in book order, and window sums over them (no loop
+per trade).
 
-Trades are sorted by (instrument, event time, event_time_us, venue, seq, trade id): the
-order of docs/trading-rules.md within each instrument. Each trade gets one int64
-``position`` = instrument rank * span + event time offset, increasing along the array, so
-"the instrument's trades with event time in [lo, end)" is one ``searchsorted`` pair for
-any number of windows at once, and sums over it are differences of prefix sums.
+Trades are in the order of docs/trading-rules.md within each instrument, instruments by
+name (entry_order.py finds it from the history's own grouping, without a sort of the
+whole history). Each trade gets one int64 ``position`` = instrument rank * span + event
+time offset, increasing along the array, so "the instrument's trades with event time in
+[lo, end)" is one ``searchsorted`` pair for any number of windows at once, and sums over
+it are differences of prefix sums.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from apps.trading.instrument_state import ACCEPTED, ENTRY_ORDER, NONE
-from shared.keyed.bucketed_order import sorted_by
+from apps.trading.entry_order import Blocks, book_rows, ranges
+from apps.trading.instrument_state import ACCEPTED, NONE, TRADE
 
 
 @dataclass
 class Book:
-    rows: pd.DataFrame  # the trades, sorted, index 0..n-1
+    history: pd.DataFrame  # the call's history as given: trades, cancels, every column
+    at: np.ndarray  # the history row of each trade, in book order
     inst: np.ndarray  # each trade's instrument rank in ``names`` (non-decreasing)
     names: pd.Index  # instrument of each rank
     t: np.ndarray  # event ms
@@ -33,18 +36,21 @@ class Book:
     span: int
 
     @classmethod
-    def of(cls, trades: pd.DataFrame, widest_ms: int) -> Book:
-        rows = sorted_by(trades, ENTRY_ORDER)
-        codes, names = pd.factorize(rows["instrument"].to_numpy(), sort=True)
-        t = rows["event_ms"].to_numpy(dtype=np.int64)
+    def of(cls, history: pd.DataFrame, blocks: Blocks, cancel_ms: np.ndarray, widest_ms: int
+           ) -> Book:
+        """The history's trades; ``cancel_ms`` per history row (counted cancels attached)."""
+        at, inst, names = book_rows(history, blocks, history["kind"].to_numpy() == TRADE)
+        t = history["event_ms"].to_numpy(dtype=np.int64)[at]
         origin = int(t.min()) if len(t) else 0
         span = (int(t.max()) - origin if len(t) else 0) + 2 * widest_ms + 2
-        return cls(rows, codes.astype(np.int64), pd.Index(names, name="instrument"), t,
-                   rows["units"].to_numpy(dtype=np.int64),
-                   rows["size"].to_numpy(dtype=np.int64),
-                   rows["cancel_ms"].to_numpy(dtype=np.int64),
-                   rows["session_ms"].to_numpy(dtype=np.int64),
-                   rows["verdict"].to_numpy(dtype=np.int8).copy(), origin, span)
+        return cls(history, at, inst, names, t, _taken(history, "units", at, np.int64),
+                   _taken(history, "size", at, np.int64), cancel_ms[at],
+                   _taken(history, "session_ms", at, np.int64),
+                   _taken(history, "verdict", at, np.int8), origin, span)
+
+    def entries(self, at: np.ndarray) -> pd.DataFrame:
+        """The history rows of trades ``at`` (book indices), every column."""
+        return self.history.take(self.at[at])
 
     def __len__(self) -> int:
         return len(self.t)
@@ -68,6 +74,10 @@ class Book:
                 np.searchsorted(positions, base + end, side="left"))
 
 
+def _taken(history: pd.DataFrame, column: str, at: np.ndarray, dtype: type) -> np.ndarray:
+    return history[column].to_numpy()[at].astype(dtype)
+
+
 @dataclass(frozen=True)
 class WindowSums:
     notional: np.ndarray
@@ -88,12 +98,14 @@ class Windows:
         self._prefix = [np.concatenate([[0], np.cumsum(v, dtype=np.int64)]) for v in (
             notional, np.where(accepted, book.size, 0), np.where(accepted, book.units, 0),
             accepted.astype(np.int64))]
-        # Pairs (query, cancelled accepted trade of its instrument, cancelled before end).
+        # Pairs (query, cancelled accepted trade of its instrument, cancelled before end):
+        # the book is by instrument, so each query's candidates are one range of them.
         cancelled = np.flatnonzero(accepted & (book.cancel_ms != NONE))
-        query_ids = np.arange(len(inst))
-        pairs = pd.DataFrame({"q": query_ids, "inst": inst}).merge(
-            pd.DataFrame({"c": cancelled, "inst": book.inst[cancelled]}), on="inst")
-        q, c = pairs["q"].to_numpy(dtype=np.int64), pairs["c"].to_numpy(dtype=np.int64)
+        of_inst = book.inst[cancelled]
+        first = np.searchsorted(of_inst, inst, side="left")
+        count = np.searchsorted(of_inst, inst, side="right") - first
+        q = np.repeat(np.arange(len(inst)), count)
+        c = cancelled[ranges(first, count)]
         keep = book.cancel_ms[c] < end[q]
         self._q, self._c = q[keep], c[keep]
 

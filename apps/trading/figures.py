@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from apps.trading.book import Book, Windows, group_starts
 from apps.trading.exact import decimal_text, ema_step, round_ratio
 from apps.trading.instrument_state import NONE
-from apps.trading.outputs import BARS_ROUTE, FIGURES_ROUTE, shaped
+from apps.trading.outputs import BARS_ROUTE, FIGURES_ROUTE, OutputRows
 from apps.trading.settings import TradingRules
 
 EXTRA = 4
@@ -43,7 +43,7 @@ def _groups(book: Book, interval_ms: int, emitted: np.ndarray, watermark_ms: int
 
 
 def bar_rows(book: Book, keys: pd.DataFrame, watermark_ms: int, rules: TradingRules
-             ) -> list[pd.DataFrame]:
+             ) -> list[OutputRows]:
     emitted = _per_rank(book, keys, "emitted_ms", np.iinfo(np.int64).max)
     scale = _per_rank(book, keys, "scale", 0)
     out = []
@@ -57,7 +57,7 @@ def bar_rows(book: Book, keys: pd.DataFrame, watermark_ms: int, rules: TradingRu
         volume = np.add.reduceat(size, starts)
         inst = book.inst[cand[starts]]
         s = scale[inst]
-        out.append(shaped({
+        out.append(OutputRows({
             "route": np.full(len(starts), BARS_ROUTE, dtype=object),
             "instrument": book.names[inst].to_numpy(),
             "interval_ms": np.full(len(starts), interval),
@@ -72,7 +72,7 @@ def bar_rows(book: Book, keys: pd.DataFrame, watermark_ms: int, rules: TradingRu
 
 
 def figure_rows(book: Book, keys: pd.DataFrame, watermark_ms: int, rules: TradingRules,
-                alpha: tuple[int, int]) -> pd.DataFrame | None:
+                alpha: tuple[int, int]) -> OutputRows | None:
     """The figure rows due; updates ``keys``' EMA columns in place."""
     step = rules.step_ms
     emitted = _per_rank(book, keys, "emitted_ms", np.iinfo(np.int64).max)
@@ -102,7 +102,7 @@ def figure_rows(book: Book, keys: pd.DataFrame, watermark_ms: int, rules: Tradin
     s = _per_rank(book, keys, "scale", 0)[inst]
     digits = s + EXTRA
     rolling_json = _rolling_json(rules.rolling_vwap_ms, [decimal_text(x, digits) for x in rolling])
-    return shaped({
+    return OutputRows({
         "route": np.full(n, FIGURES_ROUTE, dtype=object), "instrument": book.names[inst].to_numpy(),
         "end_ms": end, "session_start_ms": session,
         "session_vwap": decimal_text(round_ratio(session_notional, session_volume), digits),

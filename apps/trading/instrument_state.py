@@ -59,7 +59,7 @@ def instrument_spec() -> BucketedSpec:
         output_order=("instrument", "route", "end_ms", "interval_ms", "trade_id"))
 
 
-def with_new_instruments(keys: pd.DataFrame, rows: pd.DataFrame, scales: dict[str, int]
+def with_new_instruments(keys: pd.DataFrame, rows: pd.DataFrame, scales: pd.Series
                          ) -> pd.DataFrame:
     new = pd.Index(rows["instrument"].unique(), name="instrument").difference(keys.index)
     if not len(new):
@@ -97,7 +97,7 @@ def as_entries(rows: pd.DataFrame, session_ms: np.ndarray, units: np.ndarray) ->
         "verdict": np.full(len(rows), PENDING, np.int8)})
 
 
-def checked_rows(rows: pd.DataFrame, scales: dict[str, int]
+def checked_rows(rows: pd.DataFrame, scales: pd.Series
                  ) -> tuple[pd.DataFrame, np.ndarray, pd.Series]:
     """(rows, their price units, reason or None per row): a trade needs a price that
     parses with at most its instrument's scale decimals and is > 0, and a size > 0."""

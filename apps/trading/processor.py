@@ -15,7 +15,12 @@ timer), with the watermark at W (event times <= W are final):
    watermark passes even if the instrument gets no more rows.
 
 All per-trade work is numpy over the whole bucket (docs/trading-rules.md is the spec,
-apps/trading/oracle.py the reference it equals).
+apps/trading/oracle.py the reference it equals). The history comes whole each call (the
+layer's contract) but is never sorted, ranked or copied per entry more than once: its
+order is the layer's (grouped by instrument, event-time order: entry_order.py), first
+deliveries and cancels are hash lookups into tables of the few rows and cancels
+(history_rows.py), and the history returned keeps that order, so the layer need not
+sort it either.
 """
 
 from __future__ import annotations
@@ -24,29 +29,31 @@ import numpy as np
 import pandas as pd
 
 from apps.trading.book import Book
+from apps.trading.entry_order import Blocks
 from apps.trading.exact import decimal_text, fraction
 from apps.trading.fat_fingers import judge
 from apps.trading.figures import bar_rows, figure_rows
+from apps.trading.history_rows import cancel_times, first_deliveries
 from apps.trading.instrument_state import (
     ACCEPTED,
     CANCEL,
     NONE,
     QUARANTINED,
-    TRADE,
     as_entries,
     checked_rows,
     instrument_spec,
     session_start,
     with_new_instruments,
 )
-from apps.trading.outputs import dead_letters
+from apps.trading.outputs import OutputRows, dead_letters, output_frame
 from apps.trading.settings import TradingRules
 from shared.keyed.bucketed import BucketContext, BucketedProcessor, BucketState, BucketUpdate
 
 
 class TradingProcessor(BucketedProcessor):
     def __init__(self, rules: TradingRules, scales: dict[str, int]) -> None:
-        self.rules, self.scales = rules, scales
+        # A Series, not the dict: ``map`` would turn a dict of 5,000 into one every call.
+        self.rules, self.scales = rules, pd.Series(scales, dtype=np.int64)
         self.spec = instrument_spec()
         self.alpha, self.band = fraction(rules.ema_alpha), fraction(rules.fat_finger_band)
         # Trades older than this behind the watermark can change no figure any more.
@@ -61,23 +68,21 @@ class TradingProcessor(BucketedProcessor):
         bad = reason.notna().to_numpy()
         rejects = None
         if bad.any():
-            rejects = dead_letters(rows[bad], rows["price"].to_numpy(dtype=object)[bad],
-                                   reason.to_numpy()[bad])
+            rejects = output_frame([dead_letters(
+                rows[bad], rows["price"].to_numpy(dtype=object)[bad], reason.to_numpy()[bad])])
         rows, units = rows[~bad], units[~bad]
         first = ~rows.duplicated(subset=["kind", "trade_id"]).to_numpy()
         rows, units = rows[first], units[first]
         history = state.history
-        seen = _entry_key(history["kind"].to_numpy() == CANCEL, history["trade_id"])
-        fresh = ~_entry_key(rows["kind"].to_numpy() == "cancel", rows["trade_id"]).isin(seen)
-        rows, units = rows[fresh.to_numpy()], units[fresh.to_numpy()]
+        fresh = first_deliveries(history, rows)
+        rows, units = rows[fresh], units[fresh]
         rules = self.rules
         session = session_start(rows["event_time_ms"].to_numpy(dtype=np.int64),
                                 rules.session_open_min, rules.session_close_min)
         counted = (rows["kind"].to_numpy() == "cancel") | (session != NONE)
         rows, units, session = rows[counted], units[counted], session[counted]
         if len(rows):
-            entries = as_entries(rows, session, units)
-            history = pd.concat([history, entries], ignore_index=True)
+            history = pd.concat([history, as_entries(rows, session, units)], ignore_index=True)
         return BucketUpdate(keys=keys, outputs=rejects, history=history)
 
     def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
@@ -85,11 +90,10 @@ class TradingProcessor(BucketedProcessor):
         if history is None or not len(history) or watermark < 0:
             return None
         keys = state.keys.copy()
-        history = _attach_cancels(history, self.rules.cancel_horizon_ms)
-        is_cancel = history["kind"].to_numpy() == CANCEL
-        cancels = history[is_cancel & (history["event_ms"].to_numpy() > watermark)]
-        book = Book.of(history[~is_cancel], self.keep_ms)
-        outputs: list[pd.DataFrame] = []
+        blocks = Blocks.of(history)
+        cancel_ms = cancel_times(history, blocks, self.rules.cancel_horizon_ms)
+        book = Book.of(history, blocks, cancel_ms, self.keep_ms)
+        outputs: list[OutputRows] = []
         quarantined = judge(book, keys, watermark, self.rules.fat_finger_reference_ms,
                             self.band)
         if len(quarantined):
@@ -99,15 +103,14 @@ class TradingProcessor(BucketedProcessor):
         if figures is not None:
             outputs.append(figures)
         keys["emitted_ms"] = np.maximum(keys["emitted_ms"].to_numpy(dtype=np.int64), watermark)
-        book.rows["verdict"] = book.verdict
-        trades = self._fold_old(book, keys, watermark)
+        kept = ~self._fold_old(book, keys, watermark)
         return BucketUpdate(
-            keys=keys, outputs=pd.concat(outputs, ignore_index=True) if outputs else None,
-            history=pd.concat([trades, cancels], ignore_index=True),
-            wake_at_ms=self._next_end(trades, watermark))
+            keys=keys, outputs=output_frame(outputs) if outputs else None,
+            history=_kept_history(book, cancel_ms, kept, watermark),
+            wake_at_ms=self._next_end(book, kept, watermark))
 
-    def _fat_fingers(self, book: Book, keys: pd.DataFrame, at: np.ndarray) -> pd.DataFrame:
-        rows = book.rows.iloc[at]
+    def _fat_fingers(self, book: Book, keys: pd.DataFrame, at: np.ndarray) -> OutputRows:
+        rows = book.entries(at)
         scale = keys["scale"].reindex(rows["instrument"]).to_numpy(dtype=np.int64)
         frame = pd.DataFrame({
             "instrument": rows["instrument"].to_numpy(), "kind": "trade",
@@ -118,13 +121,13 @@ class TradingProcessor(BucketedProcessor):
         prices = decimal_text(rows["units"].to_numpy(), scale).to_numpy(zero_copy_only=False)
         return dead_letters(frame, prices, np.full(len(rows), "fat_finger", dtype=object))
 
-    def _fold_old(self, book: Book, keys: pd.DataFrame, watermark: int) -> pd.DataFrame:
-        """Trades no window can reach any more leave the history; accepted, never-cancelled
-        ones add to their session's running sums (a cancelled one has left every figure
-        still to come: its cancel is before any end not yet emitted)."""
+    def _fold_old(self, book: Book, keys: pd.DataFrame, watermark: int) -> np.ndarray:
+        """Which trades no window can reach any more (they leave the history); accepted,
+        never-cancelled ones add to their session's running sums (a cancelled one has
+        left every figure still to come: its cancel is before any end not yet emitted)."""
         old = book.t < watermark - self.keep_ms
         if not old.any():
-            return book.rows
+            return old
         idx = np.flatnonzero(old)
         counts = idx[(book.verdict[idx] == ACCEPTED) & (book.cancel_ms[idx] == NONE)]
         n = len(book.names)
@@ -141,45 +144,39 @@ class TradingProcessor(BucketedProcessor):
         keys.loc[book.names, "base_session_ms"] = new_session
         keys.loc[book.names, "base_notional"] = notional.astype(np.int64)
         keys.loc[book.names, "base_volume"] = volume.astype(np.int64)
-        return book.rows[~old].reset_index(drop=True)
+        return old
 
-    def _next_end(self, trades: pd.DataFrame, watermark: int) -> pd.Series:
+    def _next_end(self, book: Book, kept: np.ndarray, watermark: int) -> pd.Series:
         """Per instrument: the earliest figure or bar end after the watermark holding a
-        trade that may still count (accepted or not judged yet)."""
-        live = trades["verdict"].to_numpy() != QUARANTINED
-        t = trades["event_ms"].to_numpy(dtype=np.int64)[live]
-        if not len(t):
+        kept trade that may still count (accepted or not judged yet)."""
+        live = np.flatnonzero(kept & (book.verdict != QUARANTINED))
+        if not len(live):
             return pd.Series(dtype="int64")
+        t = book.t[live]
         ends = np.stack([(t // b + 1) * b for b in (self.rules.step_ms, *self.rules.bar_ms)])
         ends = np.where(ends > watermark, ends, np.iinfo(np.int64).max).min(axis=0)
-        per_trade = pd.Series(ends, index=trades["instrument"].to_numpy()[live])
-        per_instrument = per_trade.groupby(level=0, sort=False).min()
-        return per_instrument[per_instrument < np.iinfo(np.int64).max]
+        starts = np.flatnonzero(np.r_[True, book.inst[live][1:] != book.inst[live][:-1]])
+        per_instrument = np.minimum.reduceat(ends, starts)
+        due = per_instrument < np.iinfo(np.int64).max
+        return pd.Series(per_instrument[due], index=book.names[book.inst[live][starts]][due])
 
 
-def _entry_key(is_cancel: np.ndarray, trade_ids: pd.Series) -> pd.Series:
-    """ "t:" or "c:" + trade id: a trade and its cancel share an id but not a key."""
-    return pd.Series(np.where(is_cancel, "c:", "t:"), dtype=object) + \
-        trade_ids.reset_index(drop=True).astype(object)
-
-
-def _attach_cancels(history: pd.DataFrame, horizon_ms: int) -> pd.DataFrame:
-    """Sets each trade's ``cancel_ms`` from its counted cancel (first delivery only)."""
-    kind = history["kind"].to_numpy()
-    cancels = history[kind == CANCEL]
-    if not len(cancels):
-        return history
-    trades = history[kind == TRADE]
-    # Few trades are cancelled: a hash lookup on the id narrows them before the merge.
-    trades = trades[trades["trade_id"].isin(cancels["trade_id"])]
-    matched = trades[["instrument", "trade_id", "event_ms"]].reset_index().merge(
-        cancels[["instrument", "trade_id", "event_ms"]], on=["instrument", "trade_id"],
-        suffixes=("", "_cancel"))
-    gap = matched["event_ms_cancel"].to_numpy() - matched["event_ms"].to_numpy()
-    counted = matched[(gap >= 0) & (gap <= horizon_ms)]
-    if not len(counted):
-        return history
-    history = history.copy()
-    history.loc[counted["index"].to_numpy(), "cancel_ms"] = \
-        counted["event_ms_cancel"].to_numpy(dtype=np.int64)
-    return history
+def _kept_history(book: Book, cancel_ms: np.ndarray, kept: np.ndarray, watermark: int
+                  ) -> pd.DataFrame:
+    """The history rows still needed, in the order given (grouped by instrument in time
+    order, so the layer need not sort them): kept trades with their verdicts and
+    counted cancels, and cancels the watermark has not passed (their trade may still
+    come)."""
+    history = book.history
+    verdict = history["verdict"].to_numpy(dtype=np.int8).copy()
+    verdict[book.at] = book.verdict
+    keep = np.zeros(len(history), dtype=bool)
+    keep[book.at[kept]] = True
+    keep |= (history["kind"].to_numpy() == CANCEL) & \
+        (history["event_ms"].to_numpy() > watermark)
+    rows = np.flatnonzero(keep)
+    out = history.take(rows)
+    out.index = pd.RangeIndex(len(out))  # a new frame: no copy, unlike reset_index
+    out["verdict"] = verdict[rows]
+    out["cancel_ms"] = cancel_ms[rows]
+    return out
