@@ -111,6 +111,8 @@ def gather(loaded: Loaded, spec: BucketedSpec, touched: pd.Index, touched_hashes
     tombed = in_tombs >= 0
     in_cold[tombed] = True
     cold_history[tombed] = hot.tombs[COLD_HISTORY].to_numpy()[in_tombs[tombed]]
+    # A tombstone keeps its key's hash: compaction finds the cold row it deletes by it.
+    hashes[tombed] = hot.tombs[KEY_HASH_COLUMN].to_numpy()[in_tombs[tombed]]
     stored = StoredBucket(keys=_present_keys(spec, hot_rows, cold, position[from_cold]),
                           history=_present_history(spec, loaded, hot_rows.index,
                                                    position[from_cold]))

@@ -147,6 +147,23 @@ def test_a_key_idle_when_its_batch_starts_is_forgotten_before_its_rows_apply() -
     assert due == {"a": T0 + IDLE_MS + 1 + IDLE_MS, "b": T0 + 1 + IDLE_MS}  # at expiry
 
 
+def test_a_key_deleted_from_the_cold_segment_stays_deleted() -> None:
+    """A cold key that expired is a tombstone in the hot segment until the next
+    compaction; a later call that finds its stale cold row due again must keep the
+    tombstone's hash, else the compaction no longer finds the cold row it deletes and the
+    key comes back (and expires a second time)."""
+    pair = Pair(buckets=1)
+    many = [pay(f"x{i}", T0 + 9 * MINUTE, 1.0) for i in range(1_100)]  # > 2,048 hot rows
+    pair.run([pay("a", T0, 1.0), pay("b", T0 + 5 * MINUTE, 1.0), *many])
+    assert pair.harness.headers()[0].cold_keys == 1_102  # all compacted into the cold one
+    for expiring, watermark in (("a", T0 + IDLE_MS + 30_000), ("b", T0 + 15 * MINUTE)):
+        expired = pair.harness.advance_watermark(watermark)
+        assert rows_of(expired) == rows_of(pair.oracle.advance_watermark(watermark))
+        assert list(expired.card) == [expiring]
+    pair.run([pay(f"y{i}", T0 + 16 * MINUTE, 1.0) for i in range(1_100)])  # compacts
+    assert not {"a", "b"} & set(pair.harness.keys()["card"])
+
+
 def test_history_keeps_the_newest_entries_per_key() -> None:
     pair = Pair(buckets=1)
     pair.run([pay("a", T0 + s * 1000, float(s)) for s in (5, 1, 3)])
