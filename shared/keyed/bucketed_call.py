@@ -28,6 +28,7 @@ from shared.keyed.bucketed_spec import (
     KEY_HASH_COLUMN,
     REJECT_COLUMN,
     BucketedSpec,
+    BucketedSpecError,
 )
 from shared.keyed.bucketed_store import (
     Header,
@@ -83,6 +84,11 @@ def screen(rows: pd.DataFrame | None, spec: BucketedSpec, late_after_ms: int | N
     """Split rows into accepted, rejected and (with ``late_after_ms``) late ones."""
     if rows is None or not len(rows):
         return Screened(None, None, None, late_after_ms)
+    if KEY_HASH_COLUMN in rows.columns and rows[KEY_HASH_COLUMN].dtype.kind == "f":
+        # float64 holds 53 bits: stored keys, found by their 64-bit hash, would be missed.
+        raise BucketedSpecError(
+            f"{KEY_HASH_COLUMN} reached the operator as float (a null in its column): "
+            "every row of the operator's input, control rows too, must carry a hash")
     bad = np.zeros(len(rows), dtype=bool)
     if REJECT_COLUMN in rows.columns:
         bad = pd.notna(rows[REJECT_COLUMN].to_numpy())

@@ -209,6 +209,16 @@ def test_control_reaches_every_bucket_and_applies_from_its_batch_on() -> None:
     assert list(third.flagged) == [True]
 
 
+def test_a_batch_with_control_records_finds_its_keys_in_the_cold_segment() -> None:
+    """Control rows carry a key hash (0) into the union: with a null there the data rows'
+    64-bit hashes would reach pandas as float64, rounded, and miss the cold keys."""
+    pair = Pair(buckets=1)
+    pair.run([pay(f"x{i}", T0, 1.0) for i in range(1_100)])  # > 2,048 hot rows: compacted
+    assert pair.harness.headers()[0].cold_keys == 1_100
+    output = pair.run([pay("x1", T0 + 1_000, 1.0)], [rule(150.0, 2)])
+    assert list(output.events) == [2]  # x1's stored count, found by its hash
+
+
 class ClockProbe(RollingSpend):
     seen: ClassVar[list[dict[str, Any]]] = []
 
