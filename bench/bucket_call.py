@@ -181,12 +181,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5,000 keys, 3 calls per case")
     parser.add_argument("--apps", nargs="+", default=list(APPS), choices=APPS)
+    parser.add_argument("--keys", nargs="+", type=int, default=list(KEYS))
+    parser.add_argument("--rows", nargs="+", type=int, default=list(ROWS))
+    parser.add_argument("--caches", nargs="+", default=["warm", "cold"], choices=["warm", "cold"])
     parser.add_argument("--repeats", type=int, default=7, help="calls counted per case")
     parser.add_argument("--out", default=str(RESULTS / "bucket_call.json"))
     args = parser.parse_args()
-    keys, repeats = ((5_000,), 3) if args.quick else (KEYS, args.repeats)
+    keys, repeats = ((5_000,), 3) if args.quick else (tuple(args.keys), args.repeats)
     load_before, started = os.getloadavg(), time.time()
-    cases = run(tuple(args.apps), keys, ROWS, ("warm", "cold"), repeats)
+    cases = run(tuple(args.apps), keys, tuple(args.rows), tuple(args.caches), repeats)
     report = {"commit": _commit(), "cpus": os.cpu_count(), "python": platform.python_version(),
               "pandas": pd.__version__, "numpy": np.__version__, "pyarrow": pa.__version__,
               "load_before": load_before, "load_after": os.getloadavg(),

@@ -21,8 +21,9 @@ import pandas as pd
 
 from shared.keyed.bucketed_caps import enforce_bucket_cap
 from shared.keyed.bucketed_core import BatchClock, merge_control, run_bucket_batch
+from shared.keyed.bucketed_hot import HotSegment
 from shared.keyed.bucketed_processor import BucketedProcessor
-from shared.keyed.bucketed_segments import ColdSegment, HotSegment, key_index
+from shared.keyed.bucketed_segments import ColdSegment, key_index
 from shared.keyed.bucketed_spec import (
     EVENT_MS_COLUMN,
     KEY_HASH_COLUMN,
@@ -179,7 +180,7 @@ def _compacted(cold: ColdSegment, hot: HotSegment, spec: BucketedSpec, bucket: i
                ) -> tuple[ColdSegment, int]:
     """The new cold segment, with the bucket's row cap enforced (fail or evict)."""
     merged = compact(cold, hot, spec)
-    if len(merged.keys) + merged.history_rows <= spec.max_rows_per_bucket:
+    if merged.key_count + merged.history_rows <= spec.max_rows_per_bucket:
         return merged, 0
     key_columns = list(spec.key_columns)
     stored = StoredBucket(keys=merged.keys.set_index(key_columns), history=merged.history)
