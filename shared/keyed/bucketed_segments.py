@@ -81,23 +81,31 @@ class ColdSegment:
         return cls.build(table, history_table, rows, spec)
 
     @classmethod
-    def build(cls, keys: pa.Table, history: pa.Table | None, key_rows: np.ndarray | None,
-              spec: BucketedSpec) -> ColdSegment:
-        """From key rows (any order, without history_n) and history rows grouped by key
-        in entry order, ``key_rows[i]`` being the row of history row i's key."""
-        order = sort_order(ints(keys, KEY_HASH_COLUMN), lambda: key_index(to_frame(
-            keys.select(list(spec.key_columns))), spec))
-        keys = keys.take(order)
-        counts = np.zeros(len(keys), dtype=np.int64)
-        if history is not None and len(history):
-            if (key_rows < 0).any():
+    def build(cls, keys: pa.Table, history: pa.Table | None, history_keys: np.ndarray | None,
+              spec: BucketedSpec, key_rows: np.ndarray | None = None,
+              history_rows: np.ndarray | None = None) -> ColdSegment:
+        """From the key rows ``key_rows`` of ``keys`` (any order, no history_n; None: all)
+        and the history rows ``history_rows`` of ``history`` (grouped by key in entry
+        order; None: all), ``history_keys[i]`` being the position in ``key_rows`` of the
+        i-th history row's key. Each table is taken once, in its final order."""
+        if key_rows is None:
+            key_rows = np.arange(keys.num_rows)
+        order = sort_order(ints(keys, KEY_HASH_COLUMN)[key_rows], lambda: key_index(to_frame(
+            keys.select(list(spec.key_columns)).take(key_rows)), spec))
+        table = keys.take(key_rows[order])
+        counts = np.zeros(len(order), dtype=np.int64)
+        if history is not None and history_keys is not None and len(history_keys):
+            if (history_keys < 0).any():
                 raise AssertionError("history rows without a key in the cold segment")
             new_row = np.empty(len(order), dtype=np.int64)
             new_row[order] = np.arange(len(order))
-            position = new_row[key_rows]
-            history = history.take(np.argsort(position, kind="stable"))  # keeps entry order
-            counts = np.bincount(position, minlength=len(keys))
-        return cls.stored(keys.append_column(HISTORY_N, pa.array(counts)), history, spec)
+            position = new_row[history_keys]
+            by_key = np.argsort(position, kind="stable")  # keeps each key's entry order
+            history = history.take(by_key if history_rows is None else history_rows[by_key])
+            counts = np.bincount(position, minlength=len(order))
+        elif history is not None and history_rows is not None:
+            history = history.take(history_rows)
+        return cls.stored(table.append_column(HISTORY_N, pa.array(counts)), history, spec)
 
     @classmethod
     def stored(cls, keys: pa.Table, history: pa.Table | None, spec: BucketedSpec

@@ -162,16 +162,19 @@ def compact(cold: ColdSegment, hot: HotSegment, spec: BucketedSpec) -> ColdSegme
     """One cold segment holding the bucket's every key (hot rows win)."""
     kept = np.flatnonzero(~cold.shadowed(hot))
     columns = [f.name for f in cold_key_schema(spec) if f.name != HISTORY_N]
-    keys = pa.concat_tables([cold.table.select(columns).take(kept), hot.table.select(columns)])
-    history, key_rows = None, None
+    # Both segments side by side (no copy); the new segment takes its rows from them once.
+    keys = pa.concat_tables([cold.table.select(columns), hot.table.select(columns)])
+    key_rows = np.concatenate([kept, cold.key_count + np.arange(hot.key_count)])
+    history = history_rows = history_keys = None
     if cold.history_table is not None:
-        cold_rows = np.repeat(np.arange(len(kept)), cold.history_counts(kept))
-        history = cold.history_table.take(take_ranges(cold.offsets, kept))
+        history, history_rows = cold.history_table, take_ranges(cold.offsets, kept)
+        history_keys = np.repeat(np.arange(len(kept)), cold.history_counts(kept))
         if hot.history_table is not None:
             history = pa.concat_tables([history, hot.history_table])
-            cold_rows = np.concatenate([cold_rows, hot.history_keys + len(kept)])
-        key_rows = cold_rows
-    return ColdSegment.build(keys, history, key_rows, spec)
+            history_rows = np.concatenate([
+                history_rows, cold.history_rows + np.arange(hot.history_table.num_rows)])
+            history_keys = np.concatenate([history_keys, hot.history_keys + len(kept)])
+    return ColdSegment.build(keys, history, history_keys, spec, key_rows, history_rows)
 
 
 def cold_due(cold: ColdSegment, hot: HotSegment) -> int | None:
