@@ -4,8 +4,10 @@ For each app (its processor from its definition, default settings), one bucket i
 with about K keys from the app's own seeded stream (``shared.testing.app_harness``, one
 bucket), then calls of n rows from the same stream continue it: the keys of a call are
 mostly ones the bucket holds. Each case starts from the same filled state and makes
-``repeats`` calls one after the other (the first is a warm-up, not counted), so the
-hot segment grows and is now and then folded into the cold one, as in a query.
+calls one after the other (the first is a warm-up, not counted), enough for the hot
+segment to grow and be folded into the cold one at least once, as in a query: a call's
+cost grows with the hot segment, so the median is a call in the middle of that cycle
+and the mean includes the compactions.
 
 What is timed is ``BucketedStatefulProcessor.call``: the state reads, the layer and the
 app's hooks, the state writes, as a Python worker runs them for one bucket (the worker's
@@ -48,6 +50,7 @@ RESULTS = REPO_ROOT / "bench" / "results"
 APPS = ("fraud", "iot", "trading")
 KEYS = (5_000, 50_000)
 ROWS = (50, 500, 15_000)
+CALLS = {50: 60, 500: 20, 15_000: 5}  # calls counted per case: a compaction cycle or more
 FILL_BATCH = 20_000  # records per batch while filling
 START_MS = 1_767_225_600_000  # 2026-01-01: the streams' start, fixed (seeded records)
 
@@ -131,12 +134,12 @@ class CallLog:
 
 
 def measure(app: str, keys: int, harness: AppHarness, records: tuple[list[bytes], list[int]],
-            rows: int, cache: str, repeats: int) -> Case:
+            rows: int, cache: str, calls: int) -> Case:
     keys_in_state = len(harness.keys())
     harness = copy.deepcopy(harness)  # every case starts from the same state
     log = CallLog(harness, cache)
     values, stamps = records
-    for i in range(repeats + 1):
+    for i in range(calls + 1):
         batch = slice(i * rows, (i + 1) * rows)
         harness.run_batch(values[batch], timestamps_ms=stamps[batch], idle_after=False)
     counted = log.rows[1:]  # the first is a warm-up
@@ -149,7 +152,8 @@ def measure(app: str, keys: int, harness: AppHarness, records: tuple[list[bytes]
 
 
 def run(apps: tuple[str, ...], keys: tuple[int, ...], rows: tuple[int, ...],
-        caches: tuple[str, ...], repeats: int) -> list[Case]:
+        caches: tuple[str, ...], calls: int | None) -> list[Case]:
+    """``calls`` per case, or CALLS' for its number of rows."""
     cases = []
     for app in apps:
         for k in keys:
@@ -157,10 +161,11 @@ def run(apps: tuple[str, ...], keys: tuple[int, ...], rows: tuple[int, ...],
             harness, stream = filled(app, k)
             print(f"{app} {k:,} keys: filled in {time.process_time() - started:.0f} s cpu",
                   flush=True)
-            records = stream.next(max(rows) * (repeats + 1))
+            counts = {n: calls or CALLS.get(n, 7) for n in rows}
+            records = stream.next(max(n * (counts[n] + 1) for n in rows))
             for n in rows:
                 for cache in caches:
-                    case = measure(app, k, harness, records, n, cache, repeats)
+                    case = measure(app, k, harness, records, n, cache, counts[n])
                     print(f"  {n:>6} rows {cache}: median {case.median_cpu_ms} ms cpu, "
                           f"{case.median_ms} ms wall, mean {case.mean_cpu_ms} ms cpu "
                           f"({case.compactions} compactions)", flush=True)
@@ -180,20 +185,20 @@ def _commit() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5,000 keys, 3 calls per case")
+    parser.add_argument("--calls", type=int, help="calls counted per case (default: CALLS)")
     parser.add_argument("--apps", nargs="+", default=list(APPS), choices=APPS)
     parser.add_argument("--keys", nargs="+", type=int, default=list(KEYS))
     parser.add_argument("--rows", nargs="+", type=int, default=list(ROWS))
     parser.add_argument("--caches", nargs="+", default=["warm", "cold"], choices=["warm", "cold"])
-    parser.add_argument("--repeats", type=int, default=7, help="calls counted per case")
     parser.add_argument("--out", default=str(RESULTS / "bucket_call.json"))
     args = parser.parse_args()
-    keys, repeats = ((5_000,), 3) if args.quick else (tuple(args.keys), args.repeats)
+    keys, calls = ((5_000,), 3) if args.quick else (tuple(args.keys), args.calls)
     load_before, started = os.getloadavg(), time.time()
-    cases = run(tuple(args.apps), keys, tuple(args.rows), tuple(args.caches), repeats)
+    cases = run(tuple(args.apps), keys, tuple(args.rows), tuple(args.caches), calls)
     report = {"commit": _commit(), "cpus": os.cpu_count(), "python": platform.python_version(),
               "pandas": pd.__version__, "numpy": np.__version__, "pyarrow": pa.__version__,
               "load_before": load_before, "load_after": os.getloadavg(),
-              "total_s": round(time.time() - started), "repeats": repeats,
+              "total_s": round(time.time() - started), "calls": calls or CALLS,
               "cases": [asdict(c) for c in cases]}
     with open(args.out, "w") as out:
         json.dump(report, out, indent=2)

@@ -81,6 +81,8 @@ class Working:
     cold_history: np.ndarray  # its history entries there
     hot_rows: np.ndarray  # its row in the hot segment, -1 for none
     tomb_rows: np.ndarray  # its tombstone's row in the hot segment, -1 for none
+    cold_rows: np.ndarray  # its row in the cold segment when read from there, else -1
+    shadow: np.ndarray  # the cold rows the hot segment replaced before the call
 
 
 def gather(loaded: Loaded, spec: BucketedSpec, touched: pd.Index, touched_hashes: np.ndarray,
@@ -93,8 +95,13 @@ def gather(loaded: Loaded, spec: BucketedSpec, touched: pd.Index, touched_hashes
         wanted.append(hot.key_index(rows))
         wanted_hashes.append(hot.hashes[rows])
     due_cold = loaded.header.cold_due_ms
+    replaced = shadow(cold, hot)
     if watermark_ms >= 0 and due_cold is not None and due_cold <= watermark_ms:
-        rows = np.flatnonzero(cold.due <= watermark_ms)
+        # Not the cold rows the hot segment replaced: their keys' due times are the hot
+        # rows' (a stale cold row, due long ago, would bring its key back every call).
+        due = cold.due <= watermark_ms
+        due[replaced] = False
+        rows = np.flatnonzero(due)
         wanted.append(cold.key_index(rows))
         wanted_hashes.append(cold.hashes[rows])
     keys, hashes = _union(wanted, wanted_hashes)
@@ -115,7 +122,8 @@ def gather(loaded: Loaded, spec: BucketedSpec, touched: pd.Index, touched_hashes
                                              position[from_cold]),
                           history=_present_history(hot, in_hot[from_hot], cold,
                                                    position[from_cold]))
-    return Working(stored, keys, hashes, in_cold, cold_history, in_hot, in_tombs)
+    return Working(stored, keys, hashes, in_cold, cold_history, in_hot, in_tombs, position,
+                   replaced)
 
 
 def merge(loaded: Loaded, spec: BucketedSpec, working: Working, result: StoredBucket,
@@ -140,8 +148,10 @@ def merge(loaded: Loaded, spec: BucketedSpec, working: Working, result: StoredBu
         if (history_keys < 0).any():
             raise AssertionError("history rows without a key in the processor's result")
     hot_rows, tomb_rows = working.hot_rows, working.tomb_rows
+    # Keys read from the cold segment now replace their cold rows (hot row or tombstone).
+    replaced = np.union1d(working.shadow, working.cold_rows[working.cold_rows >= 0])
     return loaded.hot.replaced(hot_rows[hot_rows >= 0], tomb_rows[tomb_rows >= 0], rows,
-                               history, history_keys, tombs)
+                               history, history_keys, tombs, replaced)
 
 
 def counts(cold: ColdSegment, hot: HotSegment) -> tuple[int, int]:
@@ -158,9 +168,17 @@ def needs_compaction(cold: ColdSegment, hot: HotSegment) -> bool:
     return hot.rows > max(MIN_HOT_ROWS, HOT_FRACTION * (cold.key_count + cold.history_rows))
 
 
+def shadow(cold: ColdSegment, hot: HotSegment) -> np.ndarray:
+    """The cold rows the hot segment replaces (its keys' and tombstones'), ascending:
+    kept with the hot segment call after call, looked up once after a decode."""
+    if hot.shadow is not None:
+        return hot.shadow
+    return np.flatnonzero(cold.shadowed(hot))
+
+
 def compact(cold: ColdSegment, hot: HotSegment, spec: BucketedSpec) -> ColdSegment:
     """One cold segment holding the bucket's every key (hot rows win)."""
-    kept = np.flatnonzero(~cold.shadowed(hot))
+    kept = np.setdiff1d(np.arange(cold.key_count), shadow(cold, hot), assume_unique=True)
     columns = [f.name for f in cold_key_schema(spec) if f.name != HISTORY_N]
     # Both segments side by side (no copy); the new segment takes its rows from them once.
     keys = pa.concat_tables([cold.table.select(columns), hot.table.select(columns)])
@@ -183,7 +201,7 @@ def cold_due(cold: ColdSegment, hot: HotSegment) -> int | None:
         return None
     due = cold.due
     if hot.key_count or hot.tomb_count:
-        due = due[~cold.shadowed(hot)]
+        due = np.delete(due, shadow(cold, hot))
     earliest = int(due.min()) if len(due) else NO_DUE
     return None if earliest == NO_DUE else earliest
 

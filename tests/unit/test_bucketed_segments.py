@@ -88,7 +88,8 @@ def test_a_replaced_hot_segment_is_what_decoding_its_own_blobs_gives():
     tomb = tombs(["z"], [9], [2])
     replaced = hot.replaced(np.array([0]), np.empty(0, dtype=np.int64), added.table,
                             added.history_table, added.history_keys,
-                            HotSegment.of_frames(hot_keys([], []), None, tomb, SPEC).tombs_table)
+                            HotSegment.of_frames(hot_keys([], []), None, tomb, SPEC).tombs_table,
+                            np.empty(0, dtype=np.int64))
     assert list(replaced.keys.index) == ["b", "c", "d", "a"]
     assert list(replaced.history["card"]) == ["c", "a", "d", "a"]
     again = HotSegment.stored(replaced.table, replaced.history_table, replaced.tombs_table, SPEC)

@@ -25,10 +25,13 @@ from shared.keyed.bucketed import (
     HistorySpec,
     Overflow,
 )
-from shared.keyed.bucketed_codec import header_from_state, header_to_state
+from shared.keyed.bucketed_cache import SegmentCache
+from shared.keyed.bucketed_codec import header_from_state, header_to_state, load
 from shared.keyed.bucketed_core import BatchClock, run_bucket_batch
 from shared.keyed.bucketed_examples import BIG_AMOUNT, SCORE_SCHEMA, WINDOW, RollingSpend
 from shared.keyed.bucketed_oracle import IDLE_MS, RollingSpendOracle
+from shared.keyed.bucketed_store import shadow
+from shared.keyed.bucketed_tables import COLD_STATE, HOT_STATE
 
 T0 = 1_704_067_200_000  # 2024-01-01 UTC, epoch ms
 MINUTE, DELAY_MS = 60_000, 10_000
@@ -162,6 +165,37 @@ def test_a_key_deleted_from_the_cold_segment_stays_deleted() -> None:
         assert list(expired.card) == [expiring]
     pair.run([pay(f"y{i}", T0 + 16 * MINUTE, 1.0) for i in range(1_100)])  # compacts
     assert not {"a", "b"} & set(pair.harness.keys()["card"])
+
+
+class WatermarkProbe(RollingSpend):
+    """Records the keys each on_watermark call is given."""
+
+    seen: ClassVar[list[list[str]]] = []
+
+    def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
+        self.seen.append(sorted(state.keys.index))
+        return None
+
+
+def test_a_cold_key_rewritten_since_is_due_by_its_hot_row_only() -> None:
+    """A cold key that got rows moved to the hot segment with a later due time; its cold
+    row stays (until the next compaction) with the old one. When another cold key falls
+    due, the stale row must not bring the key back to on_watermark."""
+    harness = BucketedHarness(WatermarkProbe(), buckets=1, watermark_delay_ms=0)
+    many = [pay(f"x{i}", T0 + 9 * MINUTE, 1.0) for i in range(1_100)]  # > 2,048 hot rows
+    harness.run_batch(frame([pay("a", T0, 1.0), pay("b", T0 + 5 * MINUTE, 1.0), *many]))
+    assert harness.headers()[0].cold_keys == 1_102
+    harness.run_batch(frame([pay("a", T0 + 9 * MINUTE + 30_000, 1.0)]))  # a: hot, due later
+    WatermarkProbe.seen.clear()
+    expired = harness.advance_watermark(T0 + 15 * MINUTE)  # b's expiry; a's stale row due
+    assert list(expired.card) == ["b"]
+    assert sorted(key for keys in WatermarkProbe.seen for key in keys) == ["b"]
+    loaded = load(harness.headers()[0], harness.spec, harness._getter(HOT_STATE, 0),
+                  harness._getter(COLD_STATE, 0))  # the worker's segments (kept shadow)
+    decoded = load(harness.headers()[0], harness.spec, harness._getter(HOT_STATE, 0),
+                   harness._getter(COLD_STATE, 0), SegmentCache())  # read afresh
+    assert decoded.hot.shadow is None
+    assert list(loaded.hot.shadow) == list(shadow(decoded.cold, decoded.hot))
 
 
 def test_history_keeps_the_newest_entries_per_key() -> None:
