@@ -8,6 +8,7 @@ key. Keys are found by their hash (bucketed_keys.find_rows), as in the cold segm
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -41,9 +42,12 @@ class HotSegment:
     tombs_table: pa.Table  # key columns, hash, cold_history
     history_keys: np.ndarray  # per history row: the row of its key in ``table``
     key_columns: tuple[str, ...]
-    # The cold rows its keys and tombstones replace, ascending, when known (kept call
-    # after call; None for a segment just decoded: bucketed_store.shadow finds them).
+    # The rows of the cold segment ``shadow_of`` that its keys and tombstones replace,
+    # ascending, kept call after call (None for a segment just decoded). Not a function
+    # of this segment's bytes alone, which name it in the cache: it holds only for that
+    # cold segment (bucketed_store.shadow checks, else looks the rows up).
     shadow: np.ndarray | None = None
+    shadow_of: weakref.ref | None = None
 
     @classmethod
     def stored(cls, keys: pa.Table, history: pa.Table | None, tombs: pa.Table,
@@ -70,14 +74,14 @@ class HotSegment:
         history_schema = spec.stored_history_schema
         return cls(hot_key_schema(spec).empty_table(), None if history_schema is None
                    else history_schema.empty_table(), tomb_schema(spec).empty_table(),
-                   _NO_ROWS, spec.key_columns, _NO_ROWS)
+                   _NO_ROWS, spec.key_columns)
 
     def replaced(self, dropped: np.ndarray, dropped_tombs: np.ndarray, keys: pa.Table,
                  history: pa.Table | None, history_keys: np.ndarray, tombs: pa.Table | None,
-                 shadow: np.ndarray) -> HotSegment:
+                 shadow: np.ndarray, cold: object) -> HotSegment:
         """Without its rows ``dropped`` and tombstones ``dropped_tombs``, with ``keys``,
         their ``history`` (``history_keys``: rows of ``keys``) and ``tombs`` appended;
-        ``shadow``: the cold rows they all replace."""
+        ``shadow``: the rows of ``cold`` they all replace."""
         keep = np.ones(self.key_count, dtype=bool)
         keep[dropped] = False
         kept = np.flatnonzero(keep)
@@ -92,7 +96,8 @@ class HotSegment:
         keep_tombs = np.ones(self.tomb_count, dtype=bool)
         keep_tombs[dropped_tombs] = False
         tombs_table = _concat(self.tombs_table, np.flatnonzero(keep_tombs), tombs)
-        return HotSegment(table, history_table, tombs_table, key_rows, self.key_columns, shadow)
+        return HotSegment(table, history_table, tombs_table, key_rows, self.key_columns, shadow,
+                          weakref.ref(cold))
 
     @property
     def key_count(self) -> int:

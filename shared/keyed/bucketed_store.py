@@ -151,7 +151,7 @@ def merge(loaded: Loaded, spec: BucketedSpec, working: Working, result: StoredBu
     # Keys read from the cold segment now replace their cold rows (hot row or tombstone).
     replaced = np.union1d(working.shadow, working.cold_rows[working.cold_rows >= 0])
     return loaded.hot.replaced(hot_rows[hot_rows >= 0], tomb_rows[tomb_rows >= 0], rows,
-                               history, history_keys, tombs, replaced)
+                               history, history_keys, tombs, replaced, loaded.cold)
 
 
 def counts(cold: ColdSegment, hot: HotSegment) -> tuple[int, int]:
@@ -170,8 +170,12 @@ def needs_compaction(cold: ColdSegment, hot: HotSegment) -> bool:
 
 def shadow(cold: ColdSegment, hot: HotSegment) -> np.ndarray:
     """The cold rows the hot segment replaces (its keys' and tombstones'), ascending:
-    kept with the hot segment call after call, looked up once after a decode."""
-    if hot.shadow is not None:
+    kept with the hot segment call after call for the cold segment it was made against,
+    looked up otherwise (after a decode; or when the cache, which names segments by
+    their bytes, hands an equal hot segment made against another cold one)."""
+    if not hot.key_count and not hot.tomb_count:
+        return np.empty(0, dtype=np.int64)
+    if hot.shadow is not None and hot.shadow_of is not None and hot.shadow_of() is cold:
         return hot.shadow
     return np.flatnonzero(cold.shadowed(hot))
 

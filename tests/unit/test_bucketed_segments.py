@@ -12,7 +12,7 @@ from shared.keyed.bucketed_examples import RollingSpend
 from shared.keyed.bucketed_hot import HotSegment
 from shared.keyed.bucketed_segments import COLD_HISTORY, IN_COLD, ColdSegment, hot_key_schema
 from shared.keyed.bucketed_spec import DUE_COLUMN, KEY_HASH_COLUMN, LAST_EVENT_MS
-from shared.keyed.bucketed_store import compact
+from shared.keyed.bucketed_store import compact, shadow
 
 SPEC = RollingSpend.spec
 
@@ -89,7 +89,7 @@ def test_a_replaced_hot_segment_is_what_decoding_its_own_blobs_gives():
     replaced = hot.replaced(np.array([0]), np.empty(0, dtype=np.int64), added.table,
                             added.history_table, added.history_keys,
                             HotSegment.of_frames(hot_keys([], []), None, tomb, SPEC).tombs_table,
-                            np.empty(0, dtype=np.int64))
+                            np.empty(0, dtype=np.int64), ColdSegment.empty(SPEC))
     assert list(replaced.keys.index) == ["b", "c", "d", "a"]
     assert list(replaced.history["card"]) == ["c", "a", "d", "a"]
     again = HotSegment.stored(replaced.table, replaced.history_table, replaced.tombs_table, SPEC)
@@ -108,3 +108,17 @@ def test_compaction_keeps_each_keys_history_with_it():
     assert list(merged.keys["card"]) == ["d", "a", "b"]  # by hash
     assert list(merged.history["card"]) == ["d", "a", "b"]  # b: its hot entry only
     assert list(merged.offsets) == [0, 1, 2, 3]
+
+
+def test_the_cold_rows_a_hot_segment_replaces_hold_for_its_own_cold_segment_only():
+    """The cache names a hot segment by its bytes: an equal one made against another
+    cold segment may be handed back, so the rows it replaces are looked up again."""
+    made_against = ColdSegment.of(keys(["a", "b"], [1, 2]), history([]), SPEC)  # b: row 1
+    other = ColdSegment.of(keys(["b"], [2]), history([]), SPEC)  # b: row 0
+    nothing = np.empty(0, dtype=np.int64)
+    made = HotSegment.of_frames(hot_keys(["b"], [2]).assign(**{IN_COLD: True}), history([]),
+                                HotSegment.empty(SPEC).tombs, SPEC)
+    hot = made.replaced(nothing, nothing, made.table.slice(0, 0), None, nothing, None,
+                        np.array([1]), made_against)
+    assert list(shadow(made_against, hot)) == [1]  # kept
+    assert list(shadow(other, hot)) == [0]  # looked up in the other one
