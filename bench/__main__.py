@@ -16,6 +16,8 @@ import time
 BENCHMARKS = {
     "json_encode": ("bench.json_encode",
                     "an 800k-row output batch to JSON: column by column vs per row"),
+    "bucket_call": ("bench.bucket_call",
+                    "one call of the bucketed keyed layer in memory, per app, bucket and rows"),
     "keyed_state": ("bench.keyed_state_throughput",
                     "the keyed-state layer alone: native vs per-key vs bucketed"),
     "trading_cost": ("bench.trading_processor_cost",

@@ -165,7 +165,11 @@ def event_ms(df: DataFrame, column: str) -> Column:
 
 def broadcast_control(control: DataFrame, spec: ControlSpec, buckets: int,
                       bucket_labels: Sequence[int] | None = None) -> DataFrame:
-    """Each control record once per bucket, its columns prefixed with ``keyed_ctl_``."""
+    """Each control record once per bucket, its columns prefixed with ``keyed_ctl_``, with
+    a key hash of 0: unioned with the data rows, the hash column then holds no null, and
+    pyspark hands it to pandas as int64. With nulls it would come as float64, which holds
+    53 bits: the layer finds stored keys by their 64-bit hash, and a rounded one misses
+    them (the key would start afresh beside its stored row)."""
     missing = [c for c in spec.schema.names if c not in control.columns]
     if missing:
         raise BucketedSpecError(f"the control stream lacks columns {missing}")
@@ -173,7 +177,8 @@ def broadcast_control(control: DataFrame, spec: ControlSpec, buckets: int,
     labels = _labels(bucket_labels, buckets)
     all_buckets = F.explode(F.array(*[F.lit(label).cast(LongType()) for label in labels]))
     return control.select(*columns, all_buckets.alias(BUCKET_COLUMN),
-                          F.lit(True).alias(IS_CONTROL_COLUMN))
+                          F.lit(True).alias(IS_CONTROL_COLUMN),
+                          F.lit(0).cast(LongType()).alias(KEY_HASH_COLUMN))
 
 
 def _check_input(df: DataFrame, spec: BucketedSpec, buckets: int,

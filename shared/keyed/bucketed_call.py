@@ -21,13 +21,15 @@ import pandas as pd
 
 from shared.keyed.bucketed_caps import enforce_bucket_cap
 from shared.keyed.bucketed_core import BatchClock, merge_control, run_bucket_batch
+from shared.keyed.bucketed_hot import HotSegment
 from shared.keyed.bucketed_processor import BucketedProcessor
-from shared.keyed.bucketed_segments import ColdSegment, HotSegment, key_index
+from shared.keyed.bucketed_segments import ColdSegment, key_index
 from shared.keyed.bucketed_spec import (
     EVENT_MS_COLUMN,
     KEY_HASH_COLUMN,
     REJECT_COLUMN,
     BucketedSpec,
+    BucketedSpecError,
 )
 from shared.keyed.bucketed_store import (
     Header,
@@ -83,6 +85,11 @@ def screen(rows: pd.DataFrame | None, spec: BucketedSpec, late_after_ms: int | N
     """Split rows into accepted, rejected and (with ``late_after_ms``) late ones."""
     if rows is None or not len(rows):
         return Screened(None, None, None, late_after_ms)
+    if KEY_HASH_COLUMN in rows.columns and rows[KEY_HASH_COLUMN].dtype.kind == "f":
+        # float64 holds 53 bits: stored keys, found by their 64-bit hash, would be missed.
+        raise BucketedSpecError(
+            f"{KEY_HASH_COLUMN} reached the operator as float (a null in its column): "
+            "every row of the operator's input, control rows too, must carry a hash")
     bad = np.zeros(len(rows), dtype=bool)
     if REJECT_COLUMN in rows.columns:
         bad = pd.notna(rows[REJECT_COLUMN].to_numpy())
@@ -173,7 +180,7 @@ def _compacted(cold: ColdSegment, hot: HotSegment, spec: BucketedSpec, bucket: i
                ) -> tuple[ColdSegment, int]:
     """The new cold segment, with the bucket's row cap enforced (fail or evict)."""
     merged = compact(cold, hot, spec)
-    if len(merged.keys) + merged.history_rows <= spec.max_rows_per_bucket:
+    if merged.key_count + merged.history_rows <= spec.max_rows_per_bucket:
         return merged, 0
     key_columns = list(spec.key_columns)
     stored = StoredBucket(keys=merged.keys.set_index(key_columns), history=merged.history)

@@ -34,30 +34,29 @@ def cap_history(spec: BucketedSpec, history: pd.DataFrame, kept_keys: pd.Index
     assert history_spec is not None
     if not len(history):
         return history
-    known = history_key_index(history, spec).isin(kept_keys)
+    # One hash lookup gives both which entries are kept and, numbered by first
+    # appearance (integers, cheap), the key of each.
+    key_rows = kept_keys.get_indexer(history_key_index(history, spec))
+    known = key_rows >= 0
+    owned = False
     if not known.all():
-        history = history[known]
+        history, key_rows, owned = history[known], key_rows[known], True
         if not len(history):
             return history.reset_index(drop=True)
-    codes = _key_numbers(history, list(spec.key_columns))
+    codes = pd.factorize(key_rows)[0]
     order_by = history[history_spec.order_by].to_numpy()
     if not _grouped(codes, order_by):
         # Keys numbered by first appearance: grouping needs no string sort.
         order = np.lexsort((order_by, codes))
-        history, codes = history.take(order), codes[order]
-    history = history.reset_index(drop=True)
+        history, codes, owned = history.take(order), codes[order], True
+    # A fresh index without reset_index's copy of every column.
+    history = history if owned else history.copy(deep=False)
+    history.index = pd.RangeIndex(len(history))
     # Counting is O(n) on integers: most calls have no key over its cap and rank nothing.
     if np.bincount(codes).max() <= history_spec.max_per_key:
         return history
     over = _rank_from_newest(codes) >= history_spec.max_per_key
     return history[~over].reset_index(drop=True)
-
-
-def _key_numbers(history: pd.DataFrame, key_columns: list[str]) -> np.ndarray:
-    """Each entry's key, numbered in order of first appearance (a hash table)."""
-    if len(key_columns) == 1:
-        return pd.factorize(history[key_columns[0]].to_numpy())[0]
-    return pd.MultiIndex.from_frame(history[key_columns]).factorize()[0]
 
 
 def _grouped(codes: np.ndarray, order: np.ndarray) -> bool:

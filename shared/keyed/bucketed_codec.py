@@ -6,21 +6,16 @@ import dataclasses
 from collections.abc import Callable
 
 from shared.keyed.bucketed_cache import SEGMENTS, SegmentCache, content_id
+from shared.keyed.bucketed_hot import HotSegment
 from shared.keyed.bucketed_segments import (
     ColdSegment,
-    HotSegment,
     cold_key_schema,
     hot_key_schema,
     tomb_schema,
 )
 from shared.keyed.bucketed_spec import BucketedSpec, BucketedSpecError
 from shared.keyed.bucketed_store import LAYOUT, Header, Loaded
-from shared.keyed.bucketed_tables import (
-    HEADER_SCHEMA,
-    SEGMENT_SCHEMA,
-    decode_frame,
-    encode_frame,
-)
+from shared.keyed.bucketed_tables import HEADER_SCHEMA, SEGMENT_SCHEMA, read_ipc, write_ipc
 from shared.keyed.codec import RowCodec
 
 _HEADER = RowCodec(HEADER_SCHEMA)
@@ -61,16 +56,16 @@ def load(header: Header, spec: BucketedSpec, hot: Getter, cold: Getter,
 
 def hot_to_state(hot: HotSegment, spec: BucketedSpec, cache: SegmentCache = SEGMENTS
                  ) -> tuple[int, tuple]:
-    keys = encode_frame(hot.keys.reset_index(), hot_key_schema(spec))
-    history = _history_blob(hot.history, spec)
-    tombs = encode_frame(hot.tombs.reset_index(), tomb_schema(spec)) if len(hot.tombs) else None
+    keys = write_ipc(hot.table)
+    history = _history_blob(hot.history_table)
+    tombs = write_ipc(hot.tombs_table) if hot.tomb_count else None
     return _stored("hot", hot, keys, history, tombs, cache)
 
 
 def cold_to_state(cold: ColdSegment, spec: BucketedSpec, cache: SegmentCache = SEGMENTS
                   ) -> tuple[int, tuple]:
-    keys = encode_frame(cold.keys, cold_key_schema(spec))
-    return _stored("cold", cold, keys, _history_blob(cold.history, spec), None, cache)
+    return _stored("cold", cold, write_ipc(cold.table), _history_blob(cold.history_table),
+                   None, cache)
 
 
 def _stored(kind: str, segment, keys: bytes, history: bytes | None, tombs: bytes | None,
@@ -82,12 +77,11 @@ def _stored(kind: str, segment, keys: bytes, history: bytes | None, tombs: bytes
                                      "history_ipc": history, "tombs_ipc": tombs})
 
 
-def _history_blob(history, spec: BucketedSpec) -> bytes | None:
-    """None for no history or an empty one (decoded as an empty frame)."""
-    schema = spec.stored_history_schema
-    if schema is None or history is None or not len(history):
+def _history_blob(history) -> bytes | None:
+    """None for no history or an empty one (decoded as an empty table)."""
+    if history is None or not history.num_rows:
         return None
-    return encode_frame(history, schema)
+    return write_ipc(history)
 
 
 def _segment(kind: str, ident: int | None, get: Getter, spec: BucketedSpec,
@@ -115,13 +109,12 @@ def _decode(kind: str, row, spec: BucketedSpec):
     history_schema = spec.stored_history_schema
     history = None
     if history_schema is not None:
-        history = (history_schema.empty_table().to_pandas() if row.history_ipc is None
-                   else decode_frame(bytes(row.history_ipc), history_schema))
+        history = (history_schema.empty_table() if row.history_ipc is None
+                   else read_ipc(bytes(row.history_ipc), history_schema))
     if kind == "cold":
-        keys = decode_frame(bytes(row.keys_ipc), cold_key_schema(spec))
-        return ColdSegment.stored(keys, history, spec)
-    key_columns = list(spec.key_columns)
-    keys = decode_frame(bytes(row.keys_ipc), hot_key_schema(spec)).set_index(key_columns)
-    tombs = (HotSegment.empty(spec).tombs if row.tombs_ipc is None else
-             decode_frame(bytes(row.tombs_ipc), tomb_schema(spec)).set_index(key_columns))
-    return HotSegment(keys, history, tombs)
+        return ColdSegment.stored(read_ipc(bytes(row.keys_ipc), cold_key_schema(spec)),
+                                  history, spec)
+    tombs = (tomb_schema(spec).empty_table() if row.tombs_ipc is None else
+             read_ipc(bytes(row.tombs_ipc), tomb_schema(spec)))
+    return HotSegment.stored(read_ipc(bytes(row.keys_ipc), hot_key_schema(spec)), history,
+                             tombs, spec)

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from shared.keyed.bucketed_caps import cap_history, history_key_index
+from shared.keyed.bucketed_keys import key_index
 from shared.keyed.bucketed_order import sortable_columns, sorted_by
 from shared.keyed.bucketed_processor import (
     BucketContext,
@@ -186,7 +187,8 @@ def sort_rows(rows: pd.DataFrame, spec: BucketedSpec) -> pd.DataFrame:
     if KEY_HASH_COLUMN in rows.columns and SOURCE_OFFSET in rows.columns:
         order = np.lexsort((rows[SOURCE_OFFSET].to_numpy(), rows[SOURCE_PARTITION].to_numpy(),
                             rows[EVENT_MS_COLUMN].to_numpy(), rows[KEY_HASH_COLUMN].to_numpy()))
-        ordered = rows.take(order).reset_index(drop=True)
+        ordered = rows.take(order)
+        ordered.index = pd.RangeIndex(len(ordered))  # a copy already: no reset_index copy
         if not _hash_collision(ordered, spec):
             return ordered
     first = [*spec.key_columns, EVENT_MS_COLUMN]
@@ -226,7 +228,9 @@ def _checked_keys(spec: BucketedSpec, keys: pd.DataFrame) -> pd.DataFrame:
         raise BucketedSpecError(f"the key table lacks state columns {missing}")
     if not keys.index.is_unique:
         raise BucketedSpecError("the key table has repeated keys")
-    return keys[list(spec.state_schema.names)].copy()
+    names = list(spec.state_schema.names)
+    # Selecting columns and copying costs three times the copy alone (a block per column).
+    return keys.copy() if list(keys.columns) == names else keys[names].copy()
 
 
 def _with_history(spec: BucketedSpec, live: StoredBucket, update: BucketUpdate
@@ -246,10 +250,11 @@ def apply_decision(spec: BucketedSpec, live: StoredBucket, decision: BucketUpdat
     if decision.keys is None:
         return live
     keys = _checked_keys(spec, decision.keys)
-    unknown = keys.index.difference(live.keys.index)
-    if len(unknown):
+    at = live.keys.index.get_indexer(keys.index)  # one hash lookup for both uses
+    if (at < 0).any():
+        unknown = keys.index[at < 0]
         raise BucketedSpecError(f"on_watermark() may not add keys, got {list(unknown[:3])}")
-    keys[LAST_EVENT_MS] = live.keys[LAST_EVENT_MS].reindex(keys.index).to_numpy()
+    keys[LAST_EVENT_MS] = live.keys[LAST_EVENT_MS].to_numpy()[at]
     return _with_history(spec, replace(live, keys=keys), decision)
 
 
@@ -265,9 +270,16 @@ def _last_event_ms(spec: BucketedSpec, before: pd.Series, rows: pd.DataFrame,
                    index: pd.Index, clock: BatchClock) -> np.ndarray:
     """Per key: the later of its stored last event and its newest row; keys the app made
     without rows or stored state count as seen at the watermark (or processing time)."""
-    newest = rows.groupby(list(spec.key_columns), sort=False)[EVENT_MS_COLUMN].max()
-    last = np.fmax(before.reindex(index).to_numpy(dtype="float64"),
-                   newest.reindex(index).to_numpy(dtype="float64"))
+    # Hash lookups and a scatter-max: a groupby and two reindexes cost several times this.
+    newest = np.full(len(index), np.nan)
+    row_key = index.get_indexer(key_index(rows, spec))
+    with_key = row_key >= 0
+    np.fmax.at(newest, row_key[with_key],
+               rows[EVENT_MS_COLUMN].to_numpy(dtype="float64")[with_key])
+    at = before.index.get_indexer(index)
+    stored = np.full(len(index), np.nan)
+    stored[at >= 0] = before.to_numpy(dtype="float64")[at[at >= 0]]
+    last = np.fmax(stored, newest)
     fallback = max(clock.watermark_ms, clock.processing_time_ms, 0)
     return np.where(np.isnan(last), fallback, last).astype("int64")
 

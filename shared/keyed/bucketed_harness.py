@@ -11,7 +11,7 @@ handle of ``shared.keyed.memory``, and mirrors what Spark does around it per bat
    ``late``; without it, rows at or behind the previous batch's watermark are dropped
    first, as Spark's EventTime operator does;
 3. control records go to every bucket, unioned with the rows as Spark's ``unionByName``
-   does (nulls across sides);
+   does (nulls across sides; a key hash of 0, as ``broadcast_control`` gives them);
 4. ``handleInputRows`` per bucket with rows, in bucket order, with ``TimerValues``;
 5. timers at or behind the watermark fire through ``handleExpiredTimer``;
 6. the watermark becomes max(event time) - delay; if it moved, a no-data batch fires
@@ -225,7 +225,7 @@ class BucketedHarness:
             prefixed = control.rename(columns=lambda name: CONTROL_PREFIX + name)
             every_bucket = pd.DataFrame({BUCKET_COLUMN: range(self.buckets)})
             parts.append(prefixed.merge(every_bucket, how="cross").assign(
-                **{IS_CONTROL_COLUMN: True}))
+                **{IS_CONTROL_COLUMN: True, KEY_HASH_COLUMN: np.int64(0)}))
         return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
     def _runner_for(self, rows: pd.DataFrame | None) -> BucketedStatefulProcessor:

@@ -10,64 +10,59 @@ amortised, that rewrites a few rows per touched key.
 
 Both segments are stored as Arrow IPC blobs in Spark value states and decoded once per
 content into a per-process cache (``bucketed_cache``), so a Python worker that served a
-bucket before reads neither blob again.
+bucket before reads neither blob again. They stay Arrow tables in memory: a call turns
+into pandas only the rows it gives the app, merging and compacting are Arrow takes and
+concatenations, and writing a segment back is its IPC stream, with no conversion of the
+rows the call did not change. Their pandas forms (``keys``, ``history``, ``tombs``) are
+made on first use, for the state reader and tests.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from shared.keyed.bucketed_keys import (
+    find_rows,
+    key_index,
+    key_values,
+    sort_order,
+    table_key_index,
+    take_ranges,
+)
 from shared.keyed.bucketed_spec import DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
+from shared.keyed.bucketed_tables import arrow_table, to_frame
+
+if TYPE_CHECKING:
+    from shared.keyed.bucketed_hot import HotSegment
 
 IN_COLD = "keyed_in_cold"  # hot key that shadows a key of the cold segment
 HISTORY_N = "keyed_history_n"  # a cold key's history entries
 COLD_HISTORY = "keyed_cold_history"  # that key's history entries in the cold segment
 NO_DUE = np.iinfo(np.int64).max
+__all__ = ["COLD_HISTORY", "HISTORY_N", "IN_COLD", "NO_DUE", "ColdSegment", "key_index",
+           "take_ranges"]
 
 
-def key_index(frame: pd.DataFrame, spec: BucketedSpec) -> pd.Index:
-    """The key columns of ``frame`` as an index (a MultiIndex for composite keys)."""
-    if len(spec.key_columns) == 1:
-        name = spec.key_columns[0]
-        return pd.Index(frame[name].to_numpy(), name=name)
-    return pd.MultiIndex.from_frame(frame[list(spec.key_columns)])
+def ints(table: pa.Table, name: str) -> np.ndarray:
+    """An int64 column without nulls as numpy (no copy for one chunk)."""
+    return table.column(name).to_numpy().astype(np.int64, copy=False)
 
 
-def sort_order(hashes: np.ndarray, keys: pd.Index) -> np.ndarray:
-    """A deterministic order by hash, ties (hash collisions) broken by the key."""
-    order = np.argsort(hashes, kind="stable")
-    sorted_hashes = hashes[order]
-    if len(sorted_hashes) < 2 or not (sorted_hashes[1:] == sorted_hashes[:-1]).any():
-        return order
-    levels = [pd.factorize(keys.get_level_values(i), sort=True)[0]
-              for i in range(keys.nlevels)]
-    return np.lexsort((*reversed(levels), hashes))  # np.lexsort: last key is primary
-
-
-def take_ranges(offsets: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """Row numbers of the ranges ``offsets[p]:offsets[p + 1]`` for each p, concatenated."""
-    starts, ends = offsets[positions], offsets[positions + 1]
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if not total:
-        return np.empty(0, dtype=np.int64)
-    shift = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return np.arange(total, dtype=np.int64) + shift
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ColdSegment:
     """Keys sorted by (hash, key), one row each, and their history in the same order;
     ``offsets[i]:offsets[i + 1]`` are key i's history rows. Keys are found by their hash
     (a binary search, no string hashing of the whole segment), the key compared after.
     Never mutated (cached)."""
 
-    keys: pd.DataFrame  # key columns, hash, state columns, last_event_ms, due, history_n
-    history: pd.DataFrame | None
+    table: pa.Table  # key columns, hash, state columns, last_event_ms, due, history_n
+    history_table: pa.Table | None  # None: the spec declares no history
     offsets: np.ndarray
     due: np.ndarray
     hashes: np.ndarray  # sorted
@@ -77,118 +72,112 @@ class ColdSegment:
     def of(cls, keys: pd.DataFrame, history: pd.DataFrame | None, spec: BucketedSpec
            ) -> ColdSegment:
         """From key rows (any order) and history rows grouped by key in entry order."""
-        index = key_index(keys, spec)
-        order = sort_order(keys[KEY_HASH_COLUMN].to_numpy(dtype=np.int64), index)
-        keys = keys.take(order).reset_index(drop=True)
-        counts = np.zeros(len(keys), dtype=np.int64)
-        if history is not None and len(history):
-            position = index.take(order).get_indexer(key_index(history, spec))
-            if (position < 0).any():
-                raise AssertionError("history rows without a key in the cold segment")
-            by_key = np.argsort(position, kind="stable")  # keeps each key's entry order
-            history = history.take(by_key).reset_index(drop=True)
-            counts = np.bincount(position, minlength=len(keys))
-        return cls.stored(keys.assign(**{HISTORY_N: counts}), history, spec)
+        schema = cold_key_schema(spec)
+        table = arrow_table(keys, pa.schema([f for f in schema if f.name != HISTORY_N]))
+        history_table = rows = None
+        if history is not None:
+            history_table = arrow_table(history, spec.stored_history_schema)
+            rows = key_index(keys, spec).get_indexer(key_index(history, spec))
+        return cls.build(table, history_table, rows, spec)
 
     @classmethod
-    def stored(cls, keys: pd.DataFrame, history: pd.DataFrame | None, spec: BucketedSpec
+    def build(cls, keys: pa.Table, history: pa.Table | None, history_keys: np.ndarray | None,
+              spec: BucketedSpec, key_rows: np.ndarray | None = None,
+              history_rows: np.ndarray | None = None) -> ColdSegment:
+        """From the key rows ``key_rows`` of ``keys`` (any order, no history_n; None: all)
+        and the history rows ``history_rows`` of ``history`` (grouped by key in entry
+        order; None: all), ``history_keys[i]`` being the position in ``key_rows`` of the
+        i-th history row's key. Each table is taken once, in its final order."""
+        if key_rows is None:
+            key_rows = np.arange(keys.num_rows)
+        order = sort_order(ints(keys, KEY_HASH_COLUMN)[key_rows], lambda: key_index(to_frame(
+            keys.select(list(spec.key_columns)).take(key_rows)), spec))
+        table = keys.take(key_rows[order])
+        counts = np.zeros(len(order), dtype=np.int64)
+        if history is not None and history_keys is not None and len(history_keys):
+            if (history_keys < 0).any():
+                raise AssertionError("history rows without a key in the cold segment")
+            new_row = np.empty(len(order), dtype=np.int64)
+            new_row[order] = np.arange(len(order))
+            position = new_row[history_keys]
+            by_key = np.argsort(position, kind="stable")  # keeps each key's entry order
+            history = history.take(by_key if history_rows is None else history_rows[by_key])
+            counts = np.bincount(position, minlength=len(order))
+        elif history is not None and history_rows is not None:
+            history = history.take(history_rows)
+        return cls.stored(table.append_column(HISTORY_N, pa.array(counts)), history, spec)
+
+    @classmethod
+    def stored(cls, keys: pa.Table, history: pa.Table | None, spec: BucketedSpec
                ) -> ColdSegment:
-        """As :meth:`of` left it (keys in order, history grouped, per-key counts)."""
+        """As :meth:`build` left it (keys in order, history grouped, per-key counts)."""
         offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum(keys[HISTORY_N].to_numpy(dtype=np.int64), out=offsets[1:])
-        return cls(keys, history, offsets, keys[DUE_COLUMN].to_numpy(dtype=np.int64),
-                   keys[KEY_HASH_COLUMN].to_numpy(dtype=np.int64), spec.key_columns)
+        np.cumsum(ints(keys, HISTORY_N), out=offsets[1:])
+        return cls(keys, history, offsets, ints(keys, DUE_COLUMN),
+                   ints(keys, KEY_HASH_COLUMN), spec.key_columns)
 
     @classmethod
     def empty(cls, spec: BucketedSpec) -> ColdSegment:
-        return _empty(cls, spec)
+        return empty_segment(cls, spec)
 
     @classmethod
     def _empty(cls, spec: BucketedSpec) -> ColdSegment:
-        keys = cold_key_schema(spec).empty_table().to_pandas()
         history_schema = spec.stored_history_schema
-        history = None if history_schema is None else history_schema.empty_table().to_pandas()
-        return cls.stored(keys, history, spec)
+        return cls.stored(cold_key_schema(spec).empty_table(), None if history_schema is None
+                          else history_schema.empty_table(), spec)
+
+    @property
+    def key_count(self) -> int:
+        return self.table.num_rows
 
     @property
     def history_rows(self) -> int:
         return int(self.offsets[-1])
 
+    @cached_property
+    def keys(self) -> pd.DataFrame:
+        return to_frame(self.table)
+
+    @cached_property
+    def history(self) -> pd.DataFrame | None:
+        return None if self.history_table is None else to_frame(self.history_table)
+
     def positions(self, keys: pd.Index, hashes: np.ndarray) -> np.ndarray:
         """Row numbers of ``keys`` (whose hashes are ``hashes``), -1 where absent."""
-        found = np.full(len(keys), -1, dtype=np.int64)
-        if not len(self.keys) or not len(keys):
-            return found
-        hashes = np.asarray(hashes, dtype=np.int64)
-        first = np.searchsorted(self.hashes, hashes, side="left")
-        last = np.searchsorted(self.hashes, hashes, side="right")
-        single = last - first == 1
-        candidates = np.flatnonzero(single)
-        same = np.ones(len(candidates), dtype=bool)
-        for level, name in enumerate(self.key_columns):
-            stored = self.keys[name].to_numpy()[first[candidates]]
-            same &= stored == keys.get_level_values(level).to_numpy()[candidates]
-        found[candidates[same]] = first[candidates[same]]
-        for i in np.flatnonzero(last - first > 1):  # a hash shared by several keys: rare
-            found[i] = self._scan(keys[i], first[i], last[i])
-        return found
+        return find_rows(self.hashes, None, self.table, self.key_columns, hashes,
+                         key_values(keys))
 
-    def _scan(self, key, start: int, end: int) -> int:
-        key = key if isinstance(key, tuple) else (key,)
-        for row in range(start, end):
-            if tuple(self.keys[n].iat[row] for n in self.key_columns) == key:
-                return row
-        return -1
+    def key_index(self, rows: np.ndarray) -> pd.Index:
+        return table_key_index(self.table, self.key_columns, rows)
 
     def history_of(self, positions: np.ndarray) -> pd.DataFrame | None:
-        if self.history is None:
+        if self.history_table is None:
             return None
-        return self.history.take(take_ranges(self.offsets, positions)).reset_index(drop=True)
+        return to_frame(self.history_table.take(take_ranges(self.offsets, positions)))
 
     def history_counts(self, positions: np.ndarray) -> np.ndarray:
         return self.offsets[positions + 1] - self.offsets[positions]
 
     def shadowed(self, hot: HotSegment) -> np.ndarray:
-        """Whether each cold row is replaced (or deleted) by the hot segment."""
-        shadowed = np.zeros(len(self.keys), dtype=bool)
-        for table in (hot.keys, hot.tombs):
-            if len(table):
-                position = self.positions(table.index, table[KEY_HASH_COLUMN].to_numpy())
+        """Whether each cold row is replaced (or deleted) by the hot segment: its rows
+        marked in_cold and its tombstones."""
+        shadowed = np.zeros(self.key_count, dtype=bool)
+        for table, rows in ((hot.table, np.flatnonzero(hot.in_cold)),
+                            (hot.tombs_table, np.arange(hot.tombs_table.num_rows))):
+            if len(rows):
+                wanted = [table.column(n).take(rows).to_numpy(zero_copy_only=False)
+                          for n in self.key_columns]
+                hashes = ints(table, KEY_HASH_COLUMN)[rows]
+                position = find_rows(self.hashes, None, self.table, self.key_columns, hashes,
+                                     wanted)
                 shadowed[position[position >= 0]] = True
         return shadowed
-
-
-@dataclass(frozen=True)
-class HotSegment:
-    """Keys changed since the last compaction (indexed by key), their whole history, and
-    tombstones: keys of the cold segment deleted since. Never mutated (cached)."""
-
-    keys: pd.DataFrame  # hash, state columns, last_event_ms, due, in_cold, cold_history
-    history: pd.DataFrame | None  # key columns + history columns
-    tombs: pd.DataFrame  # indexed by key: hash, cold_history
-
-    @classmethod
-    def empty(cls, spec: BucketedSpec) -> HotSegment:
-        return _empty(cls, spec)
-
-    @classmethod
-    def _empty(cls, spec: BucketedSpec) -> HotSegment:
-        keys = hot_key_schema(spec).empty_table().to_pandas().set_index(list(spec.key_columns))
-        tombs = tomb_schema(spec).empty_table().to_pandas().set_index(list(spec.key_columns))
-        history_schema = spec.stored_history_schema
-        history = None if history_schema is None else history_schema.empty_table().to_pandas()
-        return cls(keys, history, tombs)
-
-    @property
-    def rows(self) -> int:
-        history = 0 if self.history is None else len(self.history)
-        return len(self.keys) + history + len(self.tombs)
 
 
 _EMPTY: dict[tuple[type, BucketedSpec], object] = {}
 
 
-def _empty(kind: type, spec: BucketedSpec):
+def empty_segment(kind: type, spec: BucketedSpec):
     """Empty segments are immutable: one per spec (building one costs milliseconds, and
     every task unpickles its own, equal, spec)."""
     key = (kind, spec)

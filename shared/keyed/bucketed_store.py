@@ -15,16 +15,20 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from shared.keyed.bucketed_hot import HotSegment
+from shared.keyed.bucketed_keys import key_index, table_key_index
 from shared.keyed.bucketed_segments import (
     COLD_HISTORY,
     HISTORY_N,
     IN_COLD,
     NO_DUE,
     ColdSegment,
-    HotSegment,
-    key_index,
+    cold_key_schema,
+    hot_key_schema,
     take_ranges,
+    tomb_schema,
 )
 from shared.keyed.bucketed_spec import (
     DUE_COLUMN,
@@ -32,7 +36,7 @@ from shared.keyed.bucketed_spec import (
     LAST_EVENT_MS,
     BucketedSpec,
 )
-from shared.keyed.bucketed_tables import StoredBucket
+from shared.keyed.bucketed_tables import StoredBucket, arrow_table, to_frame
 
 LAYOUT = 2  # the stored layout's version, checked on load
 # The hot segment is folded into the cold one past max(MIN_HOT_ROWS, HOT_FRACTION x cold).
@@ -75,177 +79,180 @@ class Working:
     hashes: np.ndarray
     in_cold: np.ndarray  # the key has a row in the cold segment
     cold_history: np.ndarray  # its history entries there
+    hot_rows: np.ndarray  # its row in the hot segment, -1 for none
+    tomb_rows: np.ndarray  # its tombstone's row in the hot segment, -1 for none
+    cold_rows: np.ndarray  # its row in the cold segment when read from there, else -1
+    shadow: np.ndarray  # the cold rows the hot segment replaced before the call
 
 
 def gather(loaded: Loaded, spec: BucketedSpec, touched: pd.Index, touched_hashes: np.ndarray,
            watermark_ms: int) -> Working:
     """Keys with rows (``touched``), hot keys due at the watermark, cold keys due at it."""
     hot, cold = loaded.hot, loaded.cold
-    wanted = [touched]
-    if watermark_ms >= 0 and len(hot.keys):
-        wanted.append(hot.keys.index[hot.keys[DUE_COLUMN].to_numpy() <= watermark_ms])
+    wanted, wanted_hashes = [touched], [np.asarray(touched_hashes, dtype=np.int64)]
+    if watermark_ms >= 0 and hot.key_count:
+        rows = np.flatnonzero(hot.due <= watermark_ms)
+        wanted.append(hot.key_index(rows))
+        wanted_hashes.append(hot.hashes[rows])
     due_cold = loaded.header.cold_due_ms
-    due_cold_keys: dict = {}
+    replaced = shadow(cold, hot)
     if watermark_ms >= 0 and due_cold is not None and due_cold <= watermark_ms:
-        rows = np.flatnonzero(cold.due <= watermark_ms)
-        due = key_index(cold.keys.iloc[rows], spec)
-        due_cold_keys = dict(zip(due, rows, strict=True))
-        wanted.append(due)
-    keys = _union(wanted)
-    in_hot = hot.keys.index.get_indexer(keys)
-    in_tombs = hot.tombs.index.get_indexer(keys) if len(hot.tombs) else np.full(len(keys), -1)
-    hashes = _hashes(keys, touched, touched_hashes)
-    if len(hot.keys):
-        hashes[in_hot >= 0] = hot.keys[KEY_HASH_COLUMN].to_numpy()[in_hot[in_hot >= 0]]
+        # Not the cold rows the hot segment replaced: their keys' due times are the hot
+        # rows' (a stale cold row, due long ago, would bring its key back every call).
+        due = cold.due <= watermark_ms
+        due[replaced] = False
+        rows = np.flatnonzero(due)
+        wanted.append(cold.key_index(rows))
+        wanted_hashes.append(cold.hashes[rows])
+    keys, hashes = _union(wanted, wanted_hashes)
+    in_hot = hot.rows_of(keys, hashes)
+    in_tombs = hot.tomb_rows_of(keys, hashes) if hot.tomb_count else np.full(len(keys), -1)
     elsewhere = np.flatnonzero((in_hot < 0) & (in_tombs < 0))
     position = np.full(len(keys), -1, dtype=np.int64)
-    position[elsewhere] = _cold_positions(cold, keys, hashes, elsewhere, due_cold_keys)
-    from_hot, from_cold = in_hot >= 0, position >= 0
-    hashes[from_cold] = cold.hashes[position[from_cold]]
+    position[elsewhere] = cold.positions(keys[elsewhere], hashes[elsewhere])
+    from_hot, from_cold, tombed = in_hot >= 0, position >= 0, in_tombs >= 0
     in_cold = from_cold.copy()
+    in_cold[from_hot] = hot.in_cold[in_hot[from_hot]]
+    in_cold[tombed] = True
     cold_history = np.zeros(len(keys), dtype=np.int64)
     cold_history[from_cold] = cold.history_counts(position[from_cold])
-    hot_rows = hot.keys.iloc[in_hot[from_hot]]
-    in_cold[from_hot] = hot_rows[IN_COLD].to_numpy(dtype=bool)
-    cold_history[from_hot] = hot_rows[COLD_HISTORY].to_numpy()
-    tombed = in_tombs >= 0
-    in_cold[tombed] = True
-    cold_history[tombed] = hot.tombs[COLD_HISTORY].to_numpy()[in_tombs[tombed]]
-    stored = StoredBucket(keys=_present_keys(spec, hot_rows, cold, position[from_cold]),
-                          history=_present_history(spec, loaded, hot_rows.index,
+    cold_history[from_hot] = hot.cold_history[in_hot[from_hot]]
+    cold_history[tombed] = hot.tomb_cold_history[in_tombs[tombed]]
+    stored = StoredBucket(keys=_present_keys(spec, hot, in_hot[from_hot], cold,
+                                             position[from_cold]),
+                          history=_present_history(hot, in_hot[from_hot], cold,
                                                    position[from_cold]))
-    return Working(stored, keys, hashes, in_cold, cold_history)
+    return Working(stored, keys, hashes, in_cold, cold_history, in_hot, in_tombs, position,
+                   replaced)
 
 
 def merge(loaded: Loaded, spec: BucketedSpec, working: Working, result: StoredBucket,
           due_ms: np.ndarray) -> HotSegment:
     """The hot segment with the working keys replaced by ``result`` (``due_ms`` aligned
     with its keys); a working key absent from the result is deleted."""
-    hot = loaded.hot
     at = working.keys.get_indexer(result.keys.index)
     if (at < 0).any():
         raise AssertionError("the processor returned keys the layer did not give it")
-    rows = result.keys.assign(**{
+    rows = arrow_table(result.keys, hot_key_schema(spec), {
         KEY_HASH_COLUMN: working.hashes[at], DUE_COLUMN: due_ms,
         IN_COLD: working.in_cold[at], COLD_HISTORY: working.cold_history[at]})
     gone = ~working.keys.isin(result.keys.index) & working.in_cold
-    tombs = pd.DataFrame({KEY_HASH_COLUMN: working.hashes[gone],
-                          COLD_HISTORY: working.cold_history[gone]}, index=working.keys[gone])
-    keep_hot = ~hot.keys.index.isin(working.keys)
-    keep_tombs = ~hot.tombs.index.isin(working.keys)
-    history = hot.history
-    if history is not None:
-        kept = history[~key_index(history, spec).isin(working.keys)]
-        history = _concat([kept, result.history])
-    return HotSegment(keys=_concat([hot.keys[keep_hot], rows[hot.keys.columns]]),
-                      history=history,
-                      tombs=_concat([hot.tombs[keep_tombs], tombs[hot.tombs.columns]]))
-
-
-def _cold_positions(cold: ColdSegment, keys: pd.Index, hashes: np.ndarray,
-                    at: np.ndarray, known: dict) -> np.ndarray:
-    """Cold row numbers of ``keys[at]``: known for due cold keys, else by hash (keys with
-    rows carry theirs)."""
-    if not len(at):
-        return np.empty(0, dtype=np.int64)
-    found = cold.positions(keys[at], hashes[at])
-    if known:
-        given = np.array([known.get(k, -1) for k in keys[at]], dtype=np.int64)
-        found = np.where(given >= 0, given, found)
-    return found
+    tombs = None
+    if gone.any():
+        tombs = arrow_table(pd.DataFrame(index=working.keys[gone]), tomb_schema(spec), {
+            KEY_HASH_COLUMN: working.hashes[gone], COLD_HISTORY: working.cold_history[gone]})
+    history, history_keys = None, np.empty(0, dtype=np.int64)
+    if result.history is not None and len(result.history):
+        history = arrow_table(result.history, spec.stored_history_schema)
+        history_keys = result.keys.index.get_indexer(key_index(result.history, spec))
+        if (history_keys < 0).any():
+            raise AssertionError("history rows without a key in the processor's result")
+    hot_rows, tomb_rows = working.hot_rows, working.tomb_rows
+    # Keys read from the cold segment now replace their cold rows (hot row or tombstone).
+    replaced = np.union1d(working.shadow, working.cold_rows[working.cold_rows >= 0])
+    return loaded.hot.replaced(hot_rows[hot_rows >= 0], tomb_rows[tomb_rows >= 0], rows,
+                               history, history_keys, tombs, replaced, loaded.cold)
 
 
 def counts(cold: ColdSegment, hot: HotSegment) -> tuple[int, int]:
     """(keys, history entries) of the bucket."""
-    shadowed = hot.keys[IN_COLD].to_numpy(dtype=bool)
-    keys = len(cold.keys) - int(shadowed.sum()) - len(hot.tombs) + len(hot.keys)
-    history = (cold.history_rows - int(hot.keys[COLD_HISTORY].to_numpy()[shadowed].sum())
-               - int(hot.tombs[COLD_HISTORY].sum())
-               + (0 if hot.history is None else len(hot.history)))
+    shadowed = hot.in_cold
+    keys = cold.key_count - int(shadowed.sum()) - hot.tomb_count + hot.key_count
+    hot_history = 0 if hot.history_table is None else hot.history_table.num_rows
+    history = (cold.history_rows - int(hot.cold_history[shadowed].sum())
+               - int(hot.tomb_cold_history.sum()) + hot_history)
     return keys, history
 
 
 def needs_compaction(cold: ColdSegment, hot: HotSegment) -> bool:
-    return hot.rows > max(MIN_HOT_ROWS, HOT_FRACTION * (len(cold.keys) + cold.history_rows))
+    return hot.rows > max(MIN_HOT_ROWS, HOT_FRACTION * (cold.key_count + cold.history_rows))
+
+
+def shadow(cold: ColdSegment, hot: HotSegment) -> np.ndarray:
+    """The cold rows the hot segment replaces (its keys' and tombstones'), ascending:
+    kept with the hot segment call after call for the cold segment it was made against,
+    looked up otherwise (after a decode; or when the cache, which names segments by
+    their bytes, hands an equal hot segment made against another cold one)."""
+    if not hot.key_count and not hot.tomb_count:
+        return np.empty(0, dtype=np.int64)
+    if hot.shadow is not None and hot.shadow_of is not None and hot.shadow_of() is cold:
+        return hot.shadow
+    return np.flatnonzero(cold.shadowed(hot))
 
 
 def compact(cold: ColdSegment, hot: HotSegment, spec: BucketedSpec) -> ColdSegment:
     """One cold segment holding the bucket's every key (hot rows win)."""
-    kept = np.flatnonzero(~cold.shadowed(hot))
-    columns = [c for c in cold.keys.columns if c != HISTORY_N]
-    live = hot.keys.reset_index()[columns]
-    keys = _concat([cold.keys.take(kept)[columns], live])
-    history = None
-    if cold.history is not None:
-        history = _concat([cold.history.take(take_ranges(cold.offsets, kept)), hot.history])
-    return ColdSegment.of(keys, history, spec)
+    kept = np.setdiff1d(np.arange(cold.key_count), shadow(cold, hot), assume_unique=True)
+    columns = [f.name for f in cold_key_schema(spec) if f.name != HISTORY_N]
+    # Both segments side by side (no copy); the new segment takes its rows from them once.
+    keys = pa.concat_tables([cold.table.select(columns), hot.table.select(columns)])
+    key_rows = np.concatenate([kept, cold.key_count + np.arange(hot.key_count)])
+    history = history_rows = history_keys = None
+    if cold.history_table is not None:
+        history, history_rows = cold.history_table, take_ranges(cold.offsets, kept)
+        history_keys = np.repeat(np.arange(len(kept)), cold.history_counts(kept))
+        if hot.history_table is not None:
+            history = pa.concat_tables([history, hot.history_table])
+            history_rows = np.concatenate([
+                history_rows, cold.history_rows + np.arange(hot.history_table.num_rows)])
+            history_keys = np.concatenate([history_keys, hot.history_keys + len(kept)])
+    return ColdSegment.build(keys, history, history_keys, spec, key_rows, history_rows)
 
 
 def cold_due(cold: ColdSegment, hot: HotSegment) -> int | None:
     """The earliest due among cold keys that the hot segment does not shadow."""
-    if not len(cold.keys):
+    if not cold.key_count:
         return None
     due = cold.due
-    if len(hot.keys) or len(hot.tombs):
-        due = due[~cold.shadowed(hot)]
+    if hot.key_count or hot.tomb_count:
+        due = np.delete(due, shadow(cold, hot))
     earliest = int(due.min()) if len(due) else NO_DUE
     return None if earliest == NO_DUE else earliest
 
 
 def hot_due(hot: HotSegment) -> int | None:
-    if not len(hot.keys):
+    if not hot.key_count:
         return None
-    earliest = int(hot.keys[DUE_COLUMN].min())
+    earliest = int(hot.due.min())
     return None if earliest == NO_DUE else earliest
 
 
 def with_counts(header: Header, cold: ColdSegment, hot: HotSegment) -> Header:
     keys, history = counts(cold, hot)
-    return replace(header, key_count=keys, history_count=history, cold_keys=len(cold.keys),
+    return replace(header, key_count=keys, history_count=history, cold_keys=cold.key_count,
                    cold_history=cold.history_rows)
 
 
-def _union(parts: list[pd.Index]) -> pd.Index:
-    """The keys of ``parts`` once each, in first-seen order (deterministic)."""
-    keys = parts[0]
-    for part in parts[1:]:
-        if len(part):
-            keys = keys.append(part)
-    return keys.unique() if len(parts) > 1 else keys
+def _union(keys: list[pd.Index], hashes: list[np.ndarray]) -> tuple[pd.Index, np.ndarray]:
+    """The keys of ``keys`` once each, in first-seen order (deterministic), and theirs
+    hashes."""
+    if len(keys) == 1:
+        return keys[0], hashes[0]
+    every = keys[0].append(keys[1:])
+    first = ~every.duplicated(keep="first")
+    return every[first], np.concatenate(hashes)[first]
 
 
-def _hashes(keys: pd.Index, touched: pd.Index, touched_hashes: np.ndarray) -> np.ndarray:
-    hashes = np.zeros(len(keys), dtype=np.int64)
-    if len(touched):
-        at = touched.get_indexer(keys)
-        hashes[at >= 0] = touched_hashes[at[at >= 0]]
-    return hashes
+def _present_keys(spec: BucketedSpec, hot: HotSegment, hot_rows: np.ndarray,
+                  cold: ColdSegment, cold_rows: np.ndarray) -> pd.DataFrame:
+    """The state rows of the keys found: hot ones first, then cold ones, each in the
+    order of the call's keys."""
+    columns = [*spec.key_columns, *spec.state_schema.names, LAST_EVENT_MS]
+    table = pa.concat_tables([hot.table.select(columns).take(hot_rows),
+                              cold.table.select(columns).take(cold_rows)])
+    keys = to_frame(table.drop_columns(list(spec.key_columns)))
+    keys.index = table_key_index(table, spec.key_columns)  # set_index costs twice this
+    return keys
 
 
-def _present_keys(spec: BucketedSpec, hot_rows: pd.DataFrame, cold: ColdSegment,
-                  positions: np.ndarray) -> pd.DataFrame:
-    columns = [*spec.state_schema.names, LAST_EVENT_MS]
-    from_cold = cold.keys.take(positions)
-    from_cold = from_cold.set_index(list(spec.key_columns))[columns]
-    return _concat([hot_rows[columns], from_cold])
-
-
-def _present_history(spec: BucketedSpec, loaded: Loaded, hot_keys: pd.Index,
-                     positions: np.ndarray) -> pd.DataFrame | None:
-    history = loaded.hot.history
-    if history is None:
+def _present_history(hot: HotSegment, hot_rows: np.ndarray, cold: ColdSegment,
+                     cold_rows: np.ndarray) -> pd.DataFrame | None:
+    """Their history: the hot keys' entries in the hot segment's order, then the cold
+    keys' entries."""
+    if hot.history_table is None:
         return None
-    from_hot = history[key_index(history, spec).isin(hot_keys)] if len(hot_keys) else \
-        history.iloc[:0]
-    return _concat([from_hot.reset_index(drop=True), loaded.cold.history_of(positions)])
-
-
-def _concat(frames: list[pd.DataFrame | None]) -> pd.DataFrame:
-    """Rows of ``frames`` in order: key-indexed frames keep their index, others get a
-    fresh one. Empty frames are left out so that dtypes survive."""
-    present = [f for f in frames if f is not None]
-    nonempty = [f for f in present if len(f)]
-    if len(nonempty) <= 1:
-        return nonempty[0] if nonempty else present[0]
-    keyed = any(name is not None for name in nonempty[0].index.names)
-    return pd.concat(nonempty, ignore_index=not keyed)
+    chosen = np.zeros(hot.key_count, dtype=bool)
+    chosen[hot_rows] = True
+    from_hot = hot.history_table.take(np.flatnonzero(chosen[hot.history_keys]))
+    from_cold = cold.history_table.take(take_ranges(cold.offsets, cold_rows))
+    return to_frame(pa.concat_tables([from_hot, from_cold]))

@@ -11,8 +11,10 @@ control stream said.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
@@ -48,8 +50,13 @@ CONTROL_STATE_SCHEMA = StructType([
     StructField("control_ipc", BinaryType(), False),
     StructField("records", LongType(), False),
 ])
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+# One thread: Arrow's pool would compress or decompress the columns in parallel, at a
+# third more CPU in all (measured), and a Python worker shares its cores with the JVM
+# and the other workers.
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4", use_threads=False)
+_IPC_READ = pa.ipc.IpcReadOptions(use_threads=False)
 _CONTROL_CODEC = RowCodec(CONTROL_STATE_SCHEMA)
+_NO_CONTROL: dict[pa.Schema, pd.DataFrame] = {}
 
 
 @dataclass
@@ -74,17 +81,40 @@ def empty_frame(schema: pa.Schema) -> pd.DataFrame:
 
 
 def encode_frame(frame: pd.DataFrame, schema: pa.Schema) -> bytes:
-    """The frame's ``schema`` columns as one Arrow IPC stream; values are cast to the
-    declared types (a float count that is whole becomes int64; 1.5 fails loudly)."""
+    """The frame's ``schema`` columns as one Arrow IPC stream (see :func:`arrow_table`)."""
+    return write_ipc(arrow_table(frame, schema))
+
+
+def arrow_table(frame: pd.DataFrame, schema: pa.Schema,
+                given: Mapping[str, np.ndarray] | None = None) -> pa.Table:
+    """The ``schema`` columns as an Arrow table, each from ``given``, else the frame's
+    columns, else its index levels (a key-indexed table needs no reset_index); values
+    are cast to the declared types (a float count that is whole becomes int64; 1.5
+    fails loudly)."""
+    given = given or {}
     try:
         # Column by column: pa.Table.from_pandas costs ~1 ms of fixed overhead per call
         # (pandas metadata, type inference), 4x this for the small tables of a call.
-        arrays = [pa.array(frame[f.name].to_numpy(), type=f.type, from_pandas=True)
+        arrays = [pa.array(_values(frame, f.name, given), type=f.type, from_pandas=True)
                   for f in schema]
-        table = pa.Table.from_arrays(arrays, schema=schema)
+        return pa.Table.from_arrays(arrays, schema=schema)
     except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as error:
         raise BucketedSpecError(
             f"state table does not fit its declared schema {schema}: {error}") from error
+
+
+def _values(frame: pd.DataFrame, name: str, given: Mapping[str, np.ndarray]) -> np.ndarray:
+    if name in given:
+        return given[name]
+    if name in frame.columns:
+        return frame[name].to_numpy()
+    return frame.index.get_level_values(name).to_numpy()
+
+
+def write_ipc(table: pa.Table) -> bytes:
+    """One Arrow IPC stream of one record batch (tables built by concatenation are
+    combined first, so a blob looks the same however its table was made)."""
+    table = table.combine_chunks()
     sink = pa.BufferOutputStream()
     # LZ4 (GB/s): a segment crosses the state socket, RocksDB and the changelog when it
     # is written, so bytes cost more than the compression does.
@@ -93,12 +123,20 @@ def encode_frame(frame: pd.DataFrame, schema: pa.Schema) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def read_ipc(blob: bytes, schema: pa.Schema) -> pa.Table:
+    """A stored table conformed to the declared schema: columns added since it was
+    written read as nulls, removed ones are dropped (state schema evolution)."""
+    table = pa.ipc.open_stream(pa.py_buffer(blob), options=_IPC_READ).read_all()
+    return table if table.schema.equals(schema) else _conform(table, schema)
+
+
 def decode_frame(blob: bytes, schema: pa.Schema) -> pd.DataFrame:
-    """A stored table as pandas, conformed to the declared schema: columns added since it
-    was written read as nulls, removed ones are dropped (state schema evolution)."""
-    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
-    if not table.schema.equals(schema):
-        table = _conform(table, schema)
+    """A stored table as pandas, conformed to the declared schema (:func:`read_ipc`)."""
+    return to_frame(read_ipc(blob, schema))
+
+
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    """An Arrow table as pandas, the one conversion the layer uses (same dtypes always)."""
     return table.to_pandas(use_threads=False)
 
 
@@ -119,7 +157,10 @@ def control_from_state(value: tuple | None, schema: pa.Schema) -> pd.DataFrame:
     """The stored control records (decoded once per content per worker: every call of
     every bucket reads them). Callers must not modify the frame."""
     if value is None:
-        return empty_frame(schema)
+        # The same empty frame every call (building one costs ~1 ms); never modified.
+        if schema not in _NO_CONTROL:
+            _NO_CONTROL[schema] = empty_frame(schema)
+        return _NO_CONTROL[schema]
     blob = bytes(_CONTROL_CODEC.to_row(value).control_ipc)
     ident = content_id(blob)
     cached = SEGMENTS.get("control", ident)

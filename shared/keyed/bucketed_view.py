@@ -18,10 +18,10 @@ import pandas as pd
 
 from shared.keyed.bucketed_cache import SegmentCache
 from shared.keyed.bucketed_codec import header_from_state, load
+from shared.keyed.bucketed_hot import HotSegment
 from shared.keyed.bucketed_segments import (
     NO_DUE,
     ColdSegment,
-    HotSegment,
     cold_key_schema,
     hot_key_schema,
     key_index,
@@ -29,7 +29,7 @@ from shared.keyed.bucketed_segments import (
 )
 from shared.keyed.bucketed_spec import DUE_COLUMN, LAST_EVENT_MS, BucketedSpec
 from shared.keyed.bucketed_store import Header
-from shared.keyed.bucketed_tables import SEGMENT_SCHEMA, decode_frame
+from shared.keyed.bucketed_tables import SEGMENT_SCHEMA, read_ipc
 from shared.keyed.codec import RowCodec
 
 _SEGMENT = RowCodec(SEGMENT_SCHEMA)
@@ -129,17 +129,16 @@ def bucket_summary(spec: BucketedSpec, buckets: int, bucket: int, header: tuple,
 
 def _hot_keys(spec: BucketedSpec, value: tuple | None) -> HotSegment:
     row = _segment_row(value, "hot")
-    columns = list(spec.key_columns)
-    keys = decode_frame(bytes(row.keys_ipc), hot_key_schema(spec)).set_index(columns)
-    tombs = (HotSegment.empty(spec).tombs if row.tombs_ipc is None else
-             decode_frame(bytes(row.tombs_ipc), tomb_schema(spec)).set_index(columns))
-    return HotSegment(keys, None, tombs)
+    tombs = (tomb_schema(spec).empty_table() if row.tombs_ipc is None else
+             read_ipc(bytes(row.tombs_ipc), tomb_schema(spec)))
+    return HotSegment.stored(read_ipc(bytes(row.keys_ipc), hot_key_schema(spec)), None, tombs,
+                             spec)
 
 
 def _cold_keys(spec: BucketedSpec, value: tuple | None) -> ColdSegment:
     row = _segment_row(value, "cold")
-    return ColdSegment.stored(decode_frame(bytes(row.keys_ipc), cold_key_schema(spec)),
-                              None, spec)
+    return ColdSegment.stored(read_ipc(bytes(row.keys_ipc), cold_key_schema(spec)), None,
+                              spec)
 
 
 def _segment_row(value: tuple | None, kind: str):

@@ -25,10 +25,13 @@ from shared.keyed.bucketed import (
     HistorySpec,
     Overflow,
 )
-from shared.keyed.bucketed_codec import header_from_state, header_to_state
+from shared.keyed.bucketed_cache import SegmentCache
+from shared.keyed.bucketed_codec import header_from_state, header_to_state, load
 from shared.keyed.bucketed_core import BatchClock, run_bucket_batch
 from shared.keyed.bucketed_examples import BIG_AMOUNT, SCORE_SCHEMA, WINDOW, RollingSpend
 from shared.keyed.bucketed_oracle import IDLE_MS, RollingSpendOracle
+from shared.keyed.bucketed_store import shadow
+from shared.keyed.bucketed_tables import COLD_STATE, HOT_STATE
 
 T0 = 1_704_067_200_000  # 2024-01-01 UTC, epoch ms
 MINUTE, DELAY_MS = 60_000, 10_000
@@ -147,6 +150,54 @@ def test_a_key_idle_when_its_batch_starts_is_forgotten_before_its_rows_apply() -
     assert due == {"a": T0 + IDLE_MS + 1 + IDLE_MS, "b": T0 + 1 + IDLE_MS}  # at expiry
 
 
+def test_a_key_deleted_from_the_cold_segment_stays_deleted() -> None:
+    """A cold key that expired is a tombstone in the hot segment until the next
+    compaction; a later call that finds its stale cold row due again must keep the
+    tombstone's hash, else the compaction no longer finds the cold row it deletes and the
+    key comes back (and expires a second time)."""
+    pair = Pair(buckets=1)
+    many = [pay(f"x{i}", T0 + 9 * MINUTE, 1.0) for i in range(1_100)]  # > 2,048 hot rows
+    pair.run([pay("a", T0, 1.0), pay("b", T0 + 5 * MINUTE, 1.0), *many])
+    assert pair.harness.headers()[0].cold_keys == 1_102  # all compacted into the cold one
+    for expiring, watermark in (("a", T0 + IDLE_MS + 30_000), ("b", T0 + 15 * MINUTE)):
+        expired = pair.harness.advance_watermark(watermark)
+        assert rows_of(expired) == rows_of(pair.oracle.advance_watermark(watermark))
+        assert list(expired.card) == [expiring]
+    pair.run([pay(f"y{i}", T0 + 16 * MINUTE, 1.0) for i in range(1_100)])  # compacts
+    assert not {"a", "b"} & set(pair.harness.keys()["card"])
+
+
+class WatermarkProbe(RollingSpend):
+    """Records the keys each on_watermark call is given."""
+
+    seen: ClassVar[list[list[str]]] = []
+
+    def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
+        self.seen.append(sorted(state.keys.index))
+        return None
+
+
+def test_a_cold_key_rewritten_since_is_due_by_its_hot_row_only() -> None:
+    """A cold key that got rows moved to the hot segment with a later due time; its cold
+    row stays (until the next compaction) with the old one. When another cold key falls
+    due, the stale row must not bring the key back to on_watermark."""
+    harness = BucketedHarness(WatermarkProbe(), buckets=1, watermark_delay_ms=0)
+    many = [pay(f"x{i}", T0 + 9 * MINUTE, 1.0) for i in range(1_100)]  # > 2,048 hot rows
+    harness.run_batch(frame([pay("a", T0, 1.0), pay("b", T0 + 5 * MINUTE, 1.0), *many]))
+    assert harness.headers()[0].cold_keys == 1_102
+    harness.run_batch(frame([pay("a", T0 + 9 * MINUTE + 30_000, 1.0)]))  # a: hot, due later
+    WatermarkProbe.seen.clear()
+    expired = harness.advance_watermark(T0 + 15 * MINUTE)  # b's expiry; a's stale row due
+    assert list(expired.card) == ["b"]
+    assert sorted(key for keys in WatermarkProbe.seen for key in keys) == ["b"]
+    loaded = load(harness.headers()[0], harness.spec, harness._getter(HOT_STATE, 0),
+                  harness._getter(COLD_STATE, 0))  # the worker's segments (kept shadow)
+    decoded = load(harness.headers()[0], harness.spec, harness._getter(HOT_STATE, 0),
+                   harness._getter(COLD_STATE, 0), SegmentCache())  # read afresh
+    assert decoded.hot.shadow is None
+    assert list(loaded.hot.shadow) == list(shadow(decoded.cold, decoded.hot))
+
+
 def test_history_keeps_the_newest_entries_per_key() -> None:
     pair = Pair(buckets=1)
     pair.run([pay("a", T0 + s * 1000, float(s)) for s in (5, 1, 3)])
@@ -190,6 +241,16 @@ def test_control_reaches_every_bucket_and_applies_from_its_batch_on() -> None:
     assert list(second.sort_values("card").flagged) == [False, True]
     third = pair.run([pay("a", T0 + 2000, 60.0)], [rule(50.0, 3)])  # same batch: applies
     assert list(third.flagged) == [True]
+
+
+def test_a_batch_with_control_records_finds_its_keys_in_the_cold_segment() -> None:
+    """Control rows carry a key hash (0) into the union: with a null there the data rows'
+    64-bit hashes would reach pandas as float64, rounded, and miss the cold keys."""
+    pair = Pair(buckets=1)
+    pair.run([pay(f"x{i}", T0, 1.0) for i in range(1_100)])  # > 2,048 hot rows: compacted
+    assert pair.harness.headers()[0].cold_keys == 1_100
+    output = pair.run([pay("x1", T0 + 1_000, 1.0)], [rule(150.0, 2)])
+    assert list(output.events) == [2]  # x1's stored count, found by its hash
 
 
 class ClockProbe(RollingSpend):
