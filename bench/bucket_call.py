@@ -41,7 +41,7 @@ import pandas as pd
 import pyarrow as pa
 
 from bench.state_feed import Population, StreamFeed, app_overrides, population
-from shared.app_loader import registered_apps
+from shared.app.loader import registered_apps
 from shared.keyed.bucketed_cache import SEGMENTS
 from shared.settings import REPO_ROOT
 from shared.testing.app_harness import AppHarness

@@ -45,8 +45,8 @@ from shared.keyed.bucketed import (
     BucketUpdate,
     apply_bucketed,
 )
+from shared.runtime.spark import build_session
 from shared.settings import REPO_ROOT, PlatformSettings, from_env
-from shared.spark import build_session
 
 RESULTS = REPO_ROOT / "bench" / "results"
 RAW = RESULTS / "raw"  # input files and checkpoints (git-ignored)

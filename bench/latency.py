@@ -16,8 +16,8 @@ import time
 import numpy as np
 import orjson
 
-from shared.durations import duration_ms
-from shared.kafka_clients import consumer as kafka_consumer
+from shared.runtime.durations import duration_ms
+from shared.runtime.kafka_clients import consumer as kafka_consumer
 
 
 def stats(values: list[float]) -> dict:

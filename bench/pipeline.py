@@ -42,12 +42,12 @@ from bench.stack import (
     run_to_end,
     topic_end,
 )
-from shared.app import AppDefinition, Output
-from shared.kafka_clients import admin_client
+from shared.app.definition import AppDefinition, Output
 from shared.keyed.bucketed import BucketedProcessor, BucketUpdate
-from shared.runner import start
-from shared.spark import build_session
-from shared.topics import TopicSpec, provision
+from shared.ops.topics import TopicSpec, provision
+from shared.runtime.kafka_clients import admin_client
+from shared.runtime.runner import start
+from shared.runtime.spark import build_session
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # (seen outputs [{"seen_ms", "value"}], bootstrap, input topic, settings) -> per-kind stats

@@ -19,12 +19,12 @@ from confluent_kafka import TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from shared.broker import BrokerConfig, LocalBroker
-from shared.kafka_clients import consumer as kafka_consumer
-from shared.kafka_io import parse, read_topics
-from shared.processes import free_port
+from shared.ops.broker import BrokerConfig, LocalBroker
+from shared.ops.processes import free_port
+from shared.ops.topics import TopicSpec
+from shared.runtime.kafka_clients import consumer as kafka_consumer
+from shared.runtime.kafka_io import parse, read_topics
 from shared.settings import PlatformSettings, to_environment
-from shared.topics import TopicSpec
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "var" / "bench"
@@ -47,7 +47,7 @@ def private_broker(name: str) -> Iterator[str]:
 def produce_cli(app: str, settings: PlatformSettings, *flags: str) -> subprocess.Popen:
     """``statewise produce APP`` in its own process (its CPU is then not the driver's)."""
     env = {**os.environ, **to_environment(settings)}
-    return subprocess.Popen([sys.executable, "-m", "shared.cli", "produce", app, *flags],
+    return subprocess.Popen([sys.executable, "-m", "shared.cli.main", "produce", app, *flags],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.app_commands import RunOptions
-from shared.app_loader import registered_apps
-from shared.kafka_clients import tuned_producer
-from shared.producer import OutgoingRecord, SendReport, send_all
+from shared.app.commands import RunOptions
+from shared.app.loader import registered_apps
+from shared.generation.producer import OutgoingRecord, SendReport, send_all
+from shared.runtime.kafka_clients import tuned_producer
 
 MAX_INSTRUMENTS = 26 ** 4  # apps/trading/reference.py: four-letter symbols
 # Trading's whole day is in session, so that event time anywhere is traded.

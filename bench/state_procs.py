@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from shared.processes import alive, send_signal
+from shared.ops.processes import alive, send_signal
 
 PROCESS_KINDS = ("driver_python", "driver_jvm", "python_workers")
 
@@ -85,7 +85,7 @@ class AppProcess:
         self.log = log
         with open(log, "w") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "shared.cli", "run", app], env=env, stdout=out,
+                [sys.executable, "-m", "shared.cli.main", "run", app], env=env, stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         self.started_at = time.time()
         self.pid = self.process.pid

@@ -1,4 +1,4 @@
-"""What the app's metrics listener wrote (shared/metrics.py: one JSON line per batch and
+"""What the app's metrics listener wrote (shared/runtime/metrics.py: one JSON line per batch and
 per query start), turned into the figures of the state-scaling benchmark: per-batch
 rows, waiting until the app has read a topic to its end, and the recovery timeline.
 """
@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.state_procs import AppProcess
-from shared.metrics import read_metrics
+from shared.runtime.metrics import read_metrics
 
 DURATIONS = ("triggerExecution", "addBatch", "walCommit", "commitOffsets", "queryPlanning",
              "getBatch", "latestOffset")

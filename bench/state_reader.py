@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from shared.app import AppDefinition
+from shared.app.definition import AppDefinition
 from shared.keyed.bucketed_cache import SegmentCache
 from shared.keyed.bucketed_codec import cold_to_state, header_from_state, hot_to_state, load
 from shared.keyed.bucketed_spec import BUCKET_COLUMN
@@ -26,7 +26,7 @@ from shared.keyed.bucketed_tables import (
     HOT_STATE,
     SEGMENT_SCHEMA,
 )
-from shared.runner import checkpoint_path
+from shared.runtime.runner import checkpoint_path
 
 
 def read_state(spark: SparkSession, app: AppDefinition, settings) -> dict:

@@ -53,11 +53,11 @@ from bench.state_progress import (
 )
 from bench.state_reader import disk_usage
 from bench.state_table import markdown_table, where_time_goes
-from shared.app import AppDefinition
-from shared.kafka_clients import admin_client
-from shared.metrics import metrics_path
+from shared.app.definition import AppDefinition
+from shared.ops.topics import provision
+from shared.runtime.kafka_clients import admin_client
+from shared.runtime.metrics import metrics_path
 from shared.testing.canary_runs import settings_env
-from shared.topics import provision
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DRAIN_BATCH = 250_000  # maxOffsetsPerTrigger: the pipeline benchmarks' batch
@@ -193,7 +193,7 @@ def run(points: list[tuple[AppDefinition, int]], append: bool = False) -> dict:
     def reader(app: AppDefinition, settings) -> dict:
         nonlocal spark
         from bench.state_reader import read_state
-        from shared.spark import build_session
+        from shared.runtime.spark import build_session
 
         spark = spark or build_session(settings, "bench-state-reader")
         return read_state(spark, app, settings)
@@ -230,7 +230,7 @@ def write(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shared.app_loader import registered_apps
+    from shared.app.loader import registered_apps
 
     parser = argparse.ArgumentParser(prog="python -m bench.state_scaling")
     parser.add_argument("--app", choices=["fraud", "iot", "trading", "all"], default="all")

@@ -35,14 +35,14 @@ from apps.trading.settings import TradingSettings
 from apps.trading.topics import TRADING
 from bench import stack
 from bench.latency import stats
-from shared.kafka_clients import admin_client
-from shared.realtime_runner import (
+from shared.ops.topics import provision
+from shared.runtime.kafka_clients import admin_client
+from shared.runtime.realtime_runner import (
     realtime_spark,
     required_task_slots,
     start_realtime,
     with_enough_slots,
 )
-from shared.topics import provision
 
 NAME = "trading_realtime"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -188,7 +188,7 @@ def by_second(seen_ms: list[int], latency: list[float], start_ms: int) -> list[l
 def collect(bootstrap: str, topic: str, out: str, seconds: float) -> None:
     """Stamp each bar update when it becomes visible; keep only the latencies (a bar
     update per trade and interval is too many records to write out)."""
-    from shared.kafka_clients import consumer as kafka_consumer
+    from shared.runtime.kafka_clients import consumer as kafka_consumer
 
     consumer = kafka_consumer(bootstrap, **{
         "group.id": f"bench-rt-{time.time()}",

@@ -94,7 +94,7 @@ class PlatformSettings:
         300.0, "STATEWISE_QUALITY_INTERVAL_S",
         "seconds between full great-expectations validations of a sample (0 = off)")
     # Kafka security: every client (admin, producers, consumers, Spark's source and sink)
-    # gets these, translated for its family by shared/kafka_clients.py.
+    # gets these, translated for its family by shared/runtime/kafka_clients.py.
     kafka_security: str = setting(
         "", "STATEWISE_KAFKA_CLIENT_CONFIG",
         "path to a Kafka client properties file (security settings such as "

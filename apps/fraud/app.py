@@ -1,6 +1,6 @@
 """The fraud app: decoded transactions (and control records) in, alert rows out.
 
-The shared runner (shared/runner.py) reads Kafka, decodes, applies the data-quality
+The shared runner (shared/runtime/runner.py) reads Kafka, decodes, applies the data-quality
 gate and the watermark and feeds every record to the app's keyed operator, which writes
 alerts (and sends rejected and late transactions to their topics), exactly once. The
 rules run in one bucketed, vectorised stateful operator (apps/fraud/processor.py): cards
@@ -20,7 +20,7 @@ from apps.fraud.report import report_main
 from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import CONTROL_PARAMS, Thresholds, lateness_ms
 from apps.fraud.topics import FRAUD
-from shared.app import AppDefinition, KeyedOperator
+from shared.app.definition import AppDefinition, KeyedOperator
 
 
 def processor(settings: FraudSettings) -> FraudProcessor:

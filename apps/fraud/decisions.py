@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from apps.fraud.alerts import SPEND, TESTING, TRAVEL, alert_frame
+from apps.fraud.alert_rows import SPEND, TESTING, TRAVEL, alert_frame
 from apps.fraud.geo import haversine_km
 from apps.fraud.thresholds import Thresholds
 from apps.fraud.timeline import Timeline, exclusive_cumsum, first_in_group

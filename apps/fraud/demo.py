@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from apps.fraud.topics import FRAUD
-from shared.app_commands import DemoOutput, DemoSpec, RunOptions
+from shared.app.commands import DemoOutput, DemoSpec, RunOptions
 
 if TYPE_CHECKING:
     from shared.generation.truth import Chunk

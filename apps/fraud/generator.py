@@ -29,7 +29,7 @@ from apps.fraud.generator_scenarios import MEAN_TXNS, SCENARIOS, ScenarioPlanner
 from apps.fraud.generator_world import CardPopulation, Merchants
 from shared.generation.arrival import arrived_by
 from shared.generation.columns import Numbering
-from shared.generation.faults import LATE, BadCodes, fault_masks, rate_problems, resent
+from shared.generation.input_faults import LATE, BadCodes, fault_masks, rate_problems, resent
 from shared.generation.truth import Chunk, GeneratedRun, collect
 
 DEFAULT_START_TIME_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

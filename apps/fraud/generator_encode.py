@@ -15,10 +15,10 @@ import pyarrow as pa
 from apps.fraud.generator_faults import BAD_REASONS, corrupt
 from apps.fraud.generator_rows import NO_LABEL, Rows
 from apps.fraud.generator_world import CATEGORIES, CATEGORY_NAMES, CURRENCY_CODES
-from shared.generation.faults import BAD_BASE, DUPLICATE, LATE, NO_FAULT
+from shared.generation.input_faults import BAD_BASE, DUPLICATE, LATE, NO_FAULT
 from shared.generation.json_text import concat, json_float, padded, text
+from shared.generation.producer import OutgoingRecord
 from shared.generation.truth import Encoded, Mark, fault_label
-from shared.producer import OutgoingRecord
 
 _CATEGORY_TEXT = pa.array(CATEGORY_NAMES)
 _CURRENCY_TEXT = pa.array(CURRENCY_CODES)

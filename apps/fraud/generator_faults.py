@@ -3,7 +3,7 @@
 A bad record is an honest transaction's JSON, corrupted one way. ``corrupt`` is a pure
 function of the value, the reason and one uniform draw ``u`` (which picks the field or
 variant), so the same seed corrupts the same way (the pieces every app shares are in
-shared/generation/faults).
+shared/generation/input_faults).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from shared.generation.faults import pick, truncated, without
+from shared.generation.input_faults import pick, truncated, without
 
 MALFORMED_JSON = "malformed_json"
 MISSING_FIELD = "missing_field"

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from apps.fraud.alerts import SPEND, TESTING, TRAVEL, VELOCITY
+from apps.fraud.alert_rows import SPEND, TESTING, TRAVEL, VELOCITY
 from apps.fraud.reference import UNITS_PER_USD, cents
 from apps.fraud.thresholds import Thresholds
 

@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from apps.fraud.settings import FraudSettings
-from shared.durations import duration_ms
 from shared.keyed.bucketed import BucketContext, ControlSpec
+from shared.runtime.durations import duration_ms
 
 CONTROL = ControlSpec(
     pa.schema([("param", pa.string()), ("value", pa.float64()), ("version", pa.int64())]),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from apps.fraud.alerts import VELOCITY, alert_frame
+from apps.fraud.alert_rows import VELOCITY, alert_frame
 from apps.fraud.thresholds import Thresholds
 from apps.fraud.timeline import Timeline
 

@@ -1,7 +1,7 @@
 """The iot app: decoded sensor readings (and control records) in, rolling aggregates,
 alerts and dead letters out.
 
-The shared runner (shared/runner.py) reads Kafka, decodes, applies the data-quality
+The shared runner (shared/runtime/runner.py) reads Kafka, decodes, applies the data-quality
 gate and the watermark and feeds every reading to the app's keyed operator, whose
 outputs it writes exactly once. The
 rules (docs/iot-rules.md) run in one bucketed, vectorised stateful operator keyed by
@@ -25,7 +25,7 @@ from apps.iot.quality import reading_suite
 from apps.iot.settings import IotSettings
 from apps.iot.thresholds import CONTROL_PARAMS
 from apps.iot.topics import IOT
-from shared.app import AppDefinition, KeyedOperator
+from shared.app.definition import AppDefinition, KeyedOperator
 
 
 def processor(settings: IotSettings) -> IotProcessor:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from apps.iot.outputs import AGGREGATES, ALERTS
-from shared.app_commands import DemoOutput, DemoSpec, RunOptions, utc_clock
+from shared.app.commands import DemoOutput, DemoSpec, RunOptions, utc_clock
 
 if TYPE_CHECKING:
     from shared.generation.truth import Chunk

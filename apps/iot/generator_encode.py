@@ -15,10 +15,10 @@ import pyarrow as pa
 from apps.iot.generator_faults import BAD_REASONS, SEQ_NOT_INCREASING, corrupt
 from apps.iot.generator_rows import NO_LABEL, Readings
 from apps.iot.reference import DEVICE_TYPE_NAMES, METRIC_NAMES
-from shared.generation.faults import BAD_BASE, DUPLICATE, LATE, NO_FAULT
+from shared.generation.input_faults import BAD_BASE, DUPLICATE, LATE, NO_FAULT
 from shared.generation.json_text import concat, json_float, text
+from shared.generation.producer import OutgoingRecord
 from shared.generation.truth import Encoded, Mark, fault_label
-from shared.producer import OutgoingRecord
 
 SEQ_BAD = BAD_BASE + BAD_REASONS.index(SEQ_NOT_INCREASING)
 

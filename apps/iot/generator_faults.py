@@ -2,7 +2,7 @@
 
 ``corrupt`` is a pure function of the value, the reason and one uniform draw ``u``
 (which picks the field or variant), so the same seed corrupts the same way (the pieces
-every app shares are in shared/generation/faults). A
+every app shares are in shared/generation/input_faults). A
 non-increasing seq is no corruption of bytes: it is a whole extra reading, made by the
 generator (see ``generator.IotGenerator._break_some``).
 """
@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from apps.iot.reference import METRIC_BY_NAME
-from shared.generation.faults import pick, truncated, without
+from shared.generation.input_faults import pick, truncated, without
 
 MALFORMED_JSON = "malformed_json"
 MISSING_ID = "missing_id"

@@ -3,7 +3,7 @@
 One stateful operator writes aggregates, alerts and dead letters: its rows carry
 ``route`` (the topic's name) and ``record_key`` (the Kafka key: device|metric for the
 compacted aggregates topic, the device id otherwise); the operator writes each row to its
-route with the fields of that topic's schema (shared/app.py ``KeyedOperator``).
+route with the fields of that topic's schema (shared/app/definition.py ``KeyedOperator``).
 
 An aggregate is one record per device, metric and tick carrying every interval whose
 window holds a reading: ``windows`` is the JSON array of ``{interval_s, count, avg, min,
@@ -23,7 +23,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from apps.iot.rolling import Windows
 from apps.iot.topics import IOT
-from shared.json_encode import json_arrays, json_objects
+from shared.runtime.json_encode import json_arrays, json_objects
 
 AGGREGATES, ALERTS = IOT.outputs
 AGGREGATE_ROUTE, ALERT_ROUTE, DEAD_LETTER_ROUTE = AGGREGATES.name, ALERTS.name, \

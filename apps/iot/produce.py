@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shared.app_commands import GeneratorRun, InputGenerator, RunOptions, add_fault_arguments
+from shared.app.commands import GeneratorRun, InputGenerator, RunOptions, add_fault_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

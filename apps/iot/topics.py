@@ -1,14 +1,14 @@
 """The iot app's topics and record schemas: code and tests import them from here.
 
-The platform gives every app its dead-letter and late topics (shared/registry.py).
+The platform gives every app its dead-letter and late topics (shared/app/topics.py).
 """
 
 from __future__ import annotations
 
 from pyspark.sql.types import ArrayType, DoubleType, LongType, StringType
 
-from shared.registry import PARAM_CONTROL, AppTopics, dead_letter_topic, late_topic
-from shared.topics import RecordSchema, TopicSpec, nullable_struct
+from shared.app.topics import PARAM_CONTROL, AppTopics, dead_letter_topic, late_topic
+from shared.ops.topics import RecordSchema, TopicSpec, nullable_struct
 
 SENSOR_READING = RecordSchema(
     name="sensor_reading",

@@ -1,7 +1,7 @@
 """The trading app: decoded trades and cancels in, figures, bars and
 quarantined records out (docs/trading-rules.md).
 
-The shared runner (shared/runner.py) reads Kafka, decodes, applies the data-quality gate
+The shared runner (shared/runtime/runner.py) reads Kafka, decodes, applies the data-quality gate
 and the watermark and feeds every record to the app's keyed operator, whose outputs it
 writes exactly once. All the
 keyed logic is one bucketed, vectorised stateful operator keyed by instrument
@@ -23,10 +23,10 @@ from apps.trading.quality import inline_trade_suite
 from apps.trading.reference import Instruments
 from apps.trading.settings import TradingRules, TradingSettings
 from apps.trading.topics import TRADING
-from shared.app import AppDefinition, KeyedOperator
+from shared.app.definition import AppDefinition, KeyedOperator
 
 if TYPE_CHECKING:
-    from shared.realtime_runner import RealtimeApp
+    from shared.runtime.realtime_runner import RealtimeApp
 
 
 def processor(settings: TradingSettings) -> TradingProcessor:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from apps.trading.topics import TRADING
-from shared.app_commands import DemoOutput, DemoSpec, RunOptions, utc_clock
+from shared.app.commands import DemoOutput, DemoSpec, RunOptions, utc_clock
 
 if TYPE_CHECKING:
     from shared.generation.truth import Chunk

@@ -26,7 +26,7 @@ from apps.trading.generator_rows import CANCEL, NO_LABEL, TRADE, PriceWalk, Rows
 from apps.trading.reference import VENUES, Instruments, SessionCalendar
 from shared.generation.arrival import arrived_by
 from shared.generation.columns import Numbering
-from shared.generation.faults import LATE, BadCodes, fault_masks, resent
+from shared.generation.input_faults import LATE, BadCodes, fault_masks, resent
 from shared.generation.truth import Chunk, GeneratedRun, collect
 
 DEFAULT_START_TIME_MS = 1_767_274_200_000  # 2026-01-01T13:30:00Z, a session's open

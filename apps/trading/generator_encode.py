@@ -15,12 +15,12 @@ import pyarrow.compute as pc
 
 from apps.trading.generator_rows import CANCEL, NO_LABEL, Rows
 from apps.trading.reference import VENUES, Instruments, price_text
-from shared.generation.faults import BAD_BASE, DUPLICATE, LATE, truncated, without
+from shared.generation.input_faults import BAD_BASE, DUPLICATE, LATE, truncated, without
 from shared.generation.json_text import concat, padded, text
+from shared.generation.producer import OutgoingRecord
 from shared.generation.truth import Encoded, Mark, fault_label
-from shared.producer import OutgoingRecord
 
-# The "fault" column's trading kinds, besides shared/generation/faults' LATE and DUPLICATE.
+# The "fault" column's trading kinds, besides shared/generation/input_faults' LATE and DUPLICATE.
 FAT_FINGER, CANCELLATION = 3, 4
 BAD_REASONS = ("malformed_json", "missing_trade_id", "unknown_instrument", "zero_price",
                "negative_price")

@@ -2,7 +2,7 @@
 
 The bucketed operator runs once per batch and writes to three topics, so its rows carry
 a ``route`` column naming each row's registry topic (``Output.topic_column``, see
-shared/app.py): ``trading.figures`` (TRADING_FIGURES fields), ``trading.bars``
+shared/app/definition.py): ``trading.figures`` (TRADING_FIGURES fields), ``trading.bars``
 (TRADING_BAR fields) or ``trading.dead-letter`` (the record's fields plus ``reason``).
 Fields that do not belong to a row's topic are null, and Spark's ``to_json`` leaves
 nulls out, so each topic's JSON holds exactly its own fields.

@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from shared.app_commands import GeneratorRun, InputGenerator, RunOptions, add_fault_arguments
+from shared.app.commands import GeneratorRun, InputGenerator, RunOptions, add_fault_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,8 +1,8 @@
 """Native OHLCV bars for Spark's Real-Time Mode: the part of the trading app that a native
 windowed aggregation can compute (apps/trading/README.md, "Real-Time Mode").
 
-Pure builders over decoded records (``shared.kafka_io.parse``); no readStream or
-writeStream here (shared/realtime_runner.py wires Kafka in and out):
+Pure builders over decoded records (``shared.runtime.kafka_io.parse``); no readStream or
+writeStream here (shared/runtime/realtime_runner.py wires Kafka in and out):
 
 - :func:`checked`: each record with its instrument's scale (a broadcast join with the
   static reference list), its exact price units, and why it is set aside, if it is: the
@@ -35,9 +35,9 @@ from apps.trading.exact import EXTRA_DIGITS
 from apps.trading.reference import DAY_MS, Instruments
 from apps.trading.settings import TradingSettings, minutes_of_day, seconds_list
 from apps.trading.topics import TRADING
-from shared.kafka_io import DECODE_REASON, EVENT_TIME, SOURCE, dead_letter_envelopes
-from shared.realtime_runner import RealtimeApp
-from shared.topics import RecordSchema
+from shared.ops.topics import RecordSchema
+from shared.runtime.kafka_io import DECODE_REASON, EVENT_TIME, SOURCE, dead_letter_envelopes
+from shared.runtime.realtime_runner import RealtimeApp
 
 REASON, STAGE = "_reason", "_stage"
 UNITS, SCALE, ORDER_US = "_units", "_scale", "_order_us"

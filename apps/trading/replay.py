@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from shared.generation.producer import OutgoingRecord
 from shared.generation.truth import Chunk
-from shared.producer import OutgoingRecord
 
 _INTEGER = ("seq", "size", "event_time_ms", "event_time_us")
 FIELDS = ("kind", "trade_id", "instrument", "venue", "seq", "price", "size", "side",

@@ -1,14 +1,14 @@
 """The trading app's topics and record schemas: code and tests import them from here.
 
-The platform gives every app its dead-letter and late topics (shared/registry.py).
+The platform gives every app its dead-letter and late topics (shared/app/topics.py).
 """
 
 from __future__ import annotations
 
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from shared.registry import AppTopics, dead_letter_topic, late_topic
-from shared.topics import RecordSchema, TopicSpec, nullable_struct
+from shared.app.topics import AppTopics, dead_letter_topic, late_topic
+from shared.ops.topics import RecordSchema, TopicSpec, nullable_struct
 
 TRADE = RecordSchema(
     name="trade",

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
-from apps.fraud.alerts import VELOCITY
+from apps.fraud.alert_rows import VELOCITY
 from bench.fraud_pipeline import BENCH as FRAUD_BENCH
 from bench.iot_pipeline import BENCH as IOT_BENCH
 from bench.peers.spark_native import fraud_velocity, iot_rolling
 from bench.pipeline import AppBench
-from shared.topics import TopicSpec
+from shared.ops.topics import TopicSpec
 
 Classified = tuple[str | None, Hashable | None]  # (label, identity), see outputs.tally
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from shared.producer import OutgoingRecord
+from shared.generation.producer import OutgoingRecord
 
 LABELS_FILE, MANIFEST_FILE = "labels.jsonl", "manifest.json"
 

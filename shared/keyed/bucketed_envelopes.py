@@ -1,6 +1,6 @@
 """What a bucketed operator writes when it feeds the sink directly: Kafka-ready envelopes.
 
-On the pipeline's single path (shared/pipeline.py) the operator receives every input
+On the pipeline's single path (shared/runtime/pipeline.py) the operator receives every input
 record, rejected and late ones included, and returns envelopes shaped like Spark's Kafka
 sink input, ``topic, key, value, headers``:
 
@@ -9,7 +9,7 @@ sink input, ``topic, key, value, headers``:
 - dead letters (records rejected upstream by decoding or the quality gate, and keyless
   ones) and late records, each the original Kafka record unchanged, with headers naming
   the reason, the stage, the app and the source topic, partition, offset and timestamp
-  (the convention of shared/kafka_io.py's ``dead_letter_envelopes``). Every record
+  (the convention of shared/runtime/kafka_io.py's ``dead_letter_envelopes``). Every record
   arrives with its original key, value, timestamp and headers (``SOURCE_KEY`` ...), which
   a rejected or late one leaves with.
 """
@@ -28,7 +28,6 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from shared.json_encode import json_objects
 from shared.keyed.bucketed_spec import (
     SOURCE_HEADERS,
     SOURCE_KEY,
@@ -38,6 +37,7 @@ from shared.keyed.bucketed_spec import (
     SOURCE_VALUE,
     STAGE_COLUMN,
 )
+from shared.runtime.json_encode import json_objects
 
 ENVELOPE_SCHEMA = StructType([
     StructField("topic", StringType(), False),

@@ -26,7 +26,7 @@ CONTROL_PREFIX = "keyed_ctl_"  # control columns travel as keyed_ctl_<name> in t
 LAST_EVENT_MS = "last_event_ms"  # per key, in the stored key table
 KEY_HASH_COLUMN = "keyed_hash"  # xxhash64 of the key columns (Spark) or a pandas hash
 DUE_COLUMN = "keyed_due_ms"  # per stored key: when the key must be seen again (wake, expiry)
-# The pipeline's single path (shared/pipeline.py) hands the operator every input record,
+# The pipeline's single path (shared/runtime/pipeline.py) hands the operator every input record,
 # rejected and late ones too, with where it came from and its original bytes: only the
 # operator learns that a record is late, and then writes it to the late topic unchanged
 # (a rejected one to the dead-letter topic).

@@ -19,7 +19,7 @@ per key run, then PROCESS_TIMER, then COMPLETE), the same per-column conversions
 same output conversion. Frames keep the Arrow-to-pandas dtypes, where pyspark's rebuild
 re-infers them from Python values.
 
-The wrap is installed by the workers' daemon (:mod:`shared.worker_daemon`) and only for
+The wrap is installed by the workers' daemon (:mod:`shared.runtime.worker_daemon`) and only for
 the pyspark version it was written against, whose function it checks by the names of
 its closure variables; anything else keeps pyspark's own path.
 """

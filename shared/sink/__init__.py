@@ -45,9 +45,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
-from shared.faults import FaultPlan
-from shared.kafka_clients import KafkaConnection
-from shared.kafka_io import ENVELOPE_COLUMNS
+from shared.runtime.fault_plan import FaultPlan
+from shared.runtime.kafka_clients import KafkaConnection
+from shared.runtime.kafka_io import ENVELOPE_COLUMNS
 from shared.sink.task import (
     EMPTY,
     SKIPPED,

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
-from shared.kafka_clients import consumer, transactional_producer
-from shared.kafka_io import ENVELOPE_COLUMNS
+from shared.runtime.kafka_clients import consumer, transactional_producer
+from shared.runtime.kafka_io import ENVELOPE_COLUMNS
 
 log = logging.getLogger(__name__)
 

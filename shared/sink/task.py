@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute below
 from confluent_kafka import KafkaException, TopicPartition
 
-from shared.faults import FaultPlan
+from shared.runtime.fault_plan import FaultPlan
 from shared.sink.kafka import (
     abort_quietly,
     await_learned_broker,
@@ -42,7 +42,7 @@ _STATS_ARROW = pa.schema([("partition", pa.int32()), ("outcome", pa.string()),
                           ("producers_started", pa.int32())])
 MAX_CACHED_WRITERS = 64  # per Python worker: the writer idle longest is closed first
 # Set by a plan whose partitions are deterministic already: the writer of each envelope,
-# equal for every row of a partition (shared/pipeline.py's single path: a state
+# equal for every row of a partition (shared/runtime/pipeline.py's single path: a state
 # partition's index, or a Kafka partition's for records read straight from the source).
 WRITER_COLUMN = "_writer"
 

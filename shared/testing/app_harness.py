@@ -1,5 +1,5 @@
 """Any keyed app in memory, micro-batch by micro-batch, built from its definition alone
-(shared/app.py): no JVM, no Kafka.
+(shared/app/definition.py): no JVM, no Kafka.
 
 It runs the processor the app runs (``app.keyed.processor(settings)``) behind the
 pipeline's first steps in plain Python (decoding, required fields and the quality gate:
@@ -19,10 +19,10 @@ from typing import Any
 import pandas as pd
 from pyspark.sql.types import BooleanType, DataType, DoubleType, FloatType
 
-from shared.app import AppDefinition
-from shared.durations import duration_ms
-from shared.kafka_io import EVENT_TIME
+from shared.app.definition import AppDefinition
 from shared.keyed.bucketed import BucketedHarness
+from shared.runtime.durations import duration_ms
+from shared.runtime.kafka_io import EVENT_TIME
 from shared.testing.record_gate import INTEGER_TYPES, RecordGate
 
 # A record as a test gives it: a Kafka value (bytes or text), its JSON already parsed

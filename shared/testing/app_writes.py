@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from shared.app import AppDefinition
-from shared.kafka_io import REASON_HEADER
+from shared.app.definition import AppDefinition
+from shared.ops.topics import TopicSpec
+from shared.runtime.kafka_io import REASON_HEADER
 from shared.testing.kafka_tools import ConsumedRecord, read_all
-from shared.topics import TopicSpec
 
 STAGE_HEADER = "statewise.stage"  # on the records the pipeline itself set aside
 PIPELINE_STAGES = ("decode", "quality")  # where the gate rejects records

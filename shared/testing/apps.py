@@ -1,5 +1,5 @@
 """The apps tests run over: those this source tree declares in pyproject.toml, its app
-folders (apps/NAME/app.py, shared/app_loader.py), plus the canary, which only tests
+folders (apps/NAME/app.py, shared/app/loader.py), plus the canary, which only tests
 register (``statewise topics`` never creates its topics).
 
 Read from pyproject.toml, not from the installed metadata: an editable install's entry
@@ -12,8 +12,8 @@ import tomllib
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
-from shared.app import AppDefinition
-from shared.app_loader import APP_ENTRY_POINTS, folder_entry_points, load_apps
+from shared.app.definition import AppDefinition
+from shared.app.loader import APP_ENTRY_POINTS, folder_entry_points, load_apps
 from shared.settings import REPO_ROOT
 from shared.testing.canary import CANARY
 

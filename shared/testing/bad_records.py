@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql.types import DoubleType, FloatType, StringType
 
-from shared.producer import OutgoingRecord
+from shared.generation.producer import OutgoingRecord
 from shared.quality.translate import RowRule
 from shared.testing.record_gate import INTEGER_TYPES, RecordGate
 

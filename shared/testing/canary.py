@@ -20,11 +20,11 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from shared.app import AppDefinition, Output
-from shared.registry import AppTopics, dead_letter_topic, late_topic
+from shared.app.definition import AppDefinition, Output
+from shared.app.topics import AppTopics, dead_letter_topic, late_topic
+from shared.ops.topics import RecordSchema, TopicSpec
 from shared.settings import PlatformSettings, setting
 from shared.testing.canary_generator import CANARY_GENERATOR
-from shared.topics import RecordSchema, TopicSpec
 
 CANARY_RECORD = RecordSchema(
     name="canary_record",
@@ -123,6 +123,6 @@ def expected_outputs(inputs: Iterable[dict]) -> list[dict]:
 
 
 if __name__ == "__main__":
-    from shared.cli import run_app_main
+    from shared.cli.main import run_app_main
 
     sys.exit(run_app_main(CANARY, sys.argv[1:]))

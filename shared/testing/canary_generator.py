@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from shared.app_commands import GeneratorRun, InputGenerator, RunOptions, no_arguments
+from shared.app.commands import GeneratorRun, InputGenerator, RunOptions, no_arguments
+from shared.generation.producer import OutgoingRecord
 from shared.generation.truth import Chunk
-from shared.producer import OutgoingRecord
 
 KEYS = 6
 CHUNK = 256

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.processes import kill_tree
+from shared.ops.processes import kill_tree
 from shared.settings import PlatformSettings
 from shared.testing.canary_runs import settings_env
 
@@ -50,7 +50,7 @@ def last_batch_watermark_ms(settings: PlatformSettings, app: str) -> int:
 
 
 def _command(app: str, *flags: str) -> list[str]:
-    return [sys.executable, "-m", "shared.cli", "run", app, *flags]
+    return [sys.executable, "-m", "shared.cli.main", "run", app, *flags]
 
 
 def _wait_for_new_batch(process: subprocess.Popen, settings: PlatformSettings, app: str,
@@ -113,8 +113,8 @@ def produce_through_kills(app: str, settings: PlatformSettings, topic: str,
     Checks that the catch-up ended well
     and that every kill hit a running stream (each run committed batches of its own).
     Returns the report and every record handed to the producer, in order."""
-    from shared.kafka_clients import tuned_producer
-    from shared.producer import send_all
+    from shared.generation.producer import send_all
+    from shared.runtime.kafka_clients import tuned_producer
 
     stop, sent = threading.Event(), []
 

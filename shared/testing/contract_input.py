@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from shared.app import AppDefinition
-from shared.app_commands import RunOptions
-from shared.durations import duration_ms
-from shared.producer import OutgoingRecord
+from shared.app.commands import RunOptions
+from shared.app.definition import AppDefinition
+from shared.generation.producer import OutgoingRecord
+from shared.runtime.durations import duration_ms
 from shared.settings import PlatformSettings
 from shared.testing.bad_records import bad_records
 from shared.testing.record_gate import RecordGate

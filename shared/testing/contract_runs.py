@@ -12,15 +12,15 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
-from shared import kafka_clients
-from shared.app import AppDefinition
-from shared.faults import FaultPlan
-from shared.producer import OutgoingRecord, send_all
-from shared.runner import checkpoint_path, start
+from shared.app.definition import AppDefinition
+from shared.generation.producer import OutgoingRecord, send_all
+from shared.ops.topics import provision
+from shared.runtime import kafka_clients
+from shared.runtime.fault_plan import FaultPlan
+from shared.runtime.runner import checkpoint_path, start
 from shared.settings import PlatformSettings
 from shared.sink import SinkStats
 from shared.testing.replay import logged_batches
-from shared.topics import provision
 
 
 def own_platform(platform: PlatformSettings, bootstrap: str, root: Path) -> PlatformSettings:

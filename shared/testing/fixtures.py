@@ -30,7 +30,7 @@ def platform_settings(tmp_path_factory: pytest.TempPathFactory) -> PlatformSetti
 
 @pytest.fixture(scope="session")
 def spark(platform_settings: PlatformSettings) -> Iterator:
-    from shared.spark import build_session
+    from shared.runtime.spark import build_session
 
     session = build_session(platform_settings, "statewise-tests")
     yield session

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.broker import BrokerConfig, LocalBroker
-from shared.kafka_clients import admin_client
-from shared.processes import free_port
+from shared.ops.broker import BrokerConfig, LocalBroker
+from shared.ops.processes import free_port
+from shared.ops.topics import TopicSpec, provision
+from shared.runtime.kafka_clients import admin_client
 from shared.settings import PlatformSettings
-from shared.topics import TopicSpec, provision
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """What the pipeline does to a record before an app sees it, in plain Python: decoding
-(shared/kafka_io.py) and the inline quality gate (shared/quality), for the in-memory app
+(shared/runtime/kafka_io.py) and the inline quality gate (shared/quality), for the in-memory app
 harness. Built from an app's definition alone: its input schema (field types, required
 fields, event time) and its quality suite, translated as the runner translates it.
 
@@ -28,13 +28,13 @@ from pyspark.sql.types import (
     StringType,
 )
 
-from shared.kafka_io import MAX_RECORD_BYTES
+from shared.ops.topics import RecordSchema
 from shared.quality.gate import REASON_SEPARATOR
 from shared.quality.translate import EventTimeBound, RowRule
+from shared.runtime.kafka_io import MAX_RECORD_BYTES
 from shared.testing.row_rules import rule_fails
-from shared.topics import RecordSchema
 
-# epoch ms that Spark's timestamp_millis can hold (shared/kafka_io.py)
+# epoch ms that Spark's timestamp_millis can hold (shared/runtime/kafka_io.py)
 _EVENT_MS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
 INTEGER_TYPES = (LongType, IntegerType, ShortType, ByteType)
 _FLOATS = (DoubleType, FloatType)
@@ -65,14 +65,14 @@ class RecordGate:
     @classmethod
     def of(cls, app, settings) -> RecordGate:
         """The gate of ``app`` (an ``AppDefinition``) run with ``settings``."""
-        from shared.runner import event_time_bound
+        from shared.runtime.runner import event_time_bound
 
         schema, bound = app.input_topic.schema, event_time_bound(app)
         if app.quality_suite is None:
             return cls(schema)  # the runner builds no gate, bound included
         from shared.quality.cache import compiled_suite
 
-        # The runner's translation, from the same cache (shared/runner.py quality_gate).
+        # The runner's translation, from the same cache (shared/runtime/runner.py quality_gate).
         compiled = compiled_suite(app.name, repr(settings), lambda: app.quality_suite(settings))
         return cls(schema, compiled.rules, bound)
 

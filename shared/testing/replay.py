@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from shared.app import AppDefinition
-from shared.pipeline import envelope_spec
+from shared.app.definition import AppDefinition
+from shared.runtime.pipeline import envelope_spec
 from shared.testing.app_harness import AppHarness
 from shared.testing.app_writes import Writes
 from shared.testing.kafka_tools import ConsumedRecord

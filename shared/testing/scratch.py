@@ -49,7 +49,7 @@ class ScratchTree:
 def statewise_command() -> list[str]:
     """The ``statewise`` script beside this interpreter, else its module."""
     script = Path(sys.executable).with_name("statewise")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "shared.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "shared.cli.main"]
 
 
 def scratch_copy(destination: Path, source: Path = REPO_ROOT, leave_out: tuple[str, ...] = ()

@@ -31,9 +31,9 @@ from typing import Any
 
 import pytest
 
-from shared.app import AppDefinition
-from shared.kafka_io import REASON_HEADER
-from shared.producer import OutgoingRecord
+from shared.app.definition import AppDefinition
+from shared.generation.producer import OutgoingRecord
+from shared.runtime.kafka_io import REASON_HEADER
 from shared.sink import SinkStats
 from shared.testing.app_writes import gate_dead_letters, read_topic, written
 from shared.testing.apps import apps_under_test

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from shared.broker import BrokerConfig, LocalBroker
+from shared.ops.broker import BrokerConfig, LocalBroker
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from apps.fraud.topics import FRAUD
-from shared import cli
+from shared.cli import main as cli
 from shared.settings import PlatformSettings
 from shared.testing.kafka_tools import read_all
 

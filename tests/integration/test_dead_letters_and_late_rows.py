@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from shared.kafka_io import REASON_HEADER
-from shared.runner import start
+from shared.runtime.kafka_io import REASON_HEADER
+from shared.runtime.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.canary import CANARY, CANARY_TOPICS, CanarySettings, expected_outputs
 from shared.testing.kafka_tools import read_all, send_json, send_values

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from shared.app_loader import load_apps
-from shared.kafka_clients import admin_client
+from shared.app.loader import load_apps
+from shared.runtime.kafka_clients import admin_client
 from shared.settings import REPO_ROOT
 from shared.testing.apps import declared_entry_points
 
@@ -27,7 +27,7 @@ STOP_S = 60.0
 def demo_process(name: str, bootstrap: str, work_dir) -> subprocess.Popen:
     """The demo in its own session, so that its JVM can be killed with it if need be."""
     return subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "demo", name, "--bootstrap-servers", bootstrap,
+        [sys.executable, "-m", "shared.cli.main", "demo", name, "--bootstrap-servers", bootstrap,
          "--work-dir", str(work_dir)],
         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -20,14 +20,14 @@ import pytest
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
-from shared import cli
-from shared.broker import BrokerConfig, BrokerError, LocalBroker
-from shared.kafka_clients import connection, spark_options
-from shared.processes import free_port
-from shared.runner import start
+from shared.cli import main as cli
+from shared.ops.broker import BrokerConfig, BrokerError, LocalBroker
+from shared.ops.processes import free_port
+from shared.ops.topics import BrokerUnreachable, require_broker
+from shared.runtime.kafka_clients import connection, spark_options
+from shared.runtime.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.kafka_tools import read_all, send_json
-from shared.topics import BrokerUnreachable, require_broker
 
 pytestmark = pytest.mark.integration
 
@@ -123,8 +123,8 @@ def test_statewise_topics_provisions_through_the_secured_listener(secured, monke
 
 def test_an_app_reads_and_writes_a_secured_kafka(spark, secured):
     assert "kafka.sasl.jaas.config" in spark_options(secured)
-    from shared.kafka_clients import admin_client
-    from shared.topics import provision
+    from shared.ops.topics import provision
+    from shared.runtime.kafka_clients import admin_client
 
     provision(admin_client(secured), FRAUD.all(), secured.topic_prefix)
     now_ms = int(time.time() * 1000) // 1000 * 1000

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from shared.metrics import metrics_path, read_metrics, register_metrics_listener
+from shared.runtime.metrics import metrics_path, read_metrics, register_metrics_listener
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from shared.kafka_io import read_topics
-from shared.pipeline import assemble
-from shared.runner import quality_gate
+from shared.runtime.kafka_io import read_topics
+from shared.runtime.pipeline import assemble
+from shared.runtime.runner import quality_gate
 from shared.testing.apps import apps_under_test
 
 pytestmark = pytest.mark.integration

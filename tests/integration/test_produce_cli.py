@@ -8,7 +8,7 @@ import pytest
 
 from apps.fraud.generator import GeneratorConfig, generate
 from apps.fraud.topics import FRAUD
-from shared.produce_cli import produce_main
+from shared.cli.produce import produce_main
 from shared.settings import PlatformSettings
 from shared.testing.kafka_tools import read_all
 

@@ -10,11 +10,11 @@ from collections import defaultdict
 import pytest
 from confluent_kafka import Message
 
-from shared.kafka_clients import consumer as kafka_consumer
-from shared.kafka_clients import tuned_producer
-from shared.producer import OutgoingRecord, json_value, send_all
+from shared.generation.producer import OutgoingRecord, json_value, send_all
+from shared.ops.topics import TopicSpec
+from shared.runtime.kafka_clients import consumer as kafka_consumer
+from shared.runtime.kafka_clients import tuned_producer
 from shared.settings import PlatformSettings
-from shared.topics import TopicSpec
 
 pytestmark = pytest.mark.integration
 

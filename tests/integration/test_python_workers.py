@@ -1,10 +1,10 @@
-"""Spark forks the Python workers from shared.worker_daemon (spark.python.daemon.module)."""
+"""Spark forks the Python workers from shared.runtime.worker_daemon (spark.python.daemon.module)."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.spark import start_python_workers
+from shared.runtime.spark import start_python_workers
 
 pytestmark = pytest.mark.integration
 
@@ -15,7 +15,7 @@ def test_workers_fork_from_the_preloading_daemon(spark):
     parents = spark.sparkContext.parallelize(range(2), 2).map(
         lambda _: __import__("pathlib").Path(f"/proc/{__import__('os').getppid()}/cmdline")
         .read_text()).collect()
-    assert all("shared.worker_daemon" in parent for parent in parents), parents
+    assert all("shared.runtime.worker_daemon" in parent for parent in parents), parents
     preloaded = spark.sparkContext.parallelize([0], 1).map(
         lambda _: "pyarrow" in __import__("sys").modules).collect()
     assert preloaded == [True]
@@ -43,7 +43,7 @@ def test_workers_skip_what_the_daemon_froze_in_their_collections(spark):
 def test_the_driver_jvm_maps_the_bootstrap_class_archive(spark):
     """scripts/bootstrap trains the archive; a local session starts from it (a JVM that
     could not map it would run with sharing off, or on the JDK's own archive only)."""
-    from shared.jvm_archive import SPARK, archive_path
+    from shared.runtime.jvm_archive import SPARK, archive_path
 
     jvm = spark.sparkContext._jvm
     bean_type = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shared.quality import validate_sample
-from shared.quality_sampling import sample_input
+from shared.quality.schedule import sample_input
 from shared.testing.canary import CANARY, CANARY_TOPICS, quality_suite
 from shared.testing.kafka_tools import send_json, send_values
 

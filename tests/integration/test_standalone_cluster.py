@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.cluster import ClusterSettings, StandaloneCluster
-from shared.processes import free_port
+from shared.ops.cluster import ClusterSettings, StandaloneCluster
+from shared.ops.processes import free_port
 from shared.testing.canary import CANARY_TOPICS, expected_outputs
 from shared.testing.canary_runs import (
     canary_inputs,

@@ -29,10 +29,10 @@ from apps.fraud.oracle import accepted, spend_baseline
 from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import Thresholds
 from apps.fraud.topics import FRAUD
-from shared.runner import start
+from shared.cli.state import state_main
+from shared.cli.state_format import iso_ms
+from shared.runtime.runner import start
 from shared.settings import REPO_ROOT, PlatformSettings
-from shared.state_cli import state_main
-from shared.state_format import iso_ms
 from shared.testing.kafka_tools import read_all, send_json
 
 pytestmark = pytest.mark.integration
@@ -103,7 +103,7 @@ def test_the_state_of_a_card_is_what_the_oracle_predicts(spark, kafka_settings, 
         assert running.query.isActive
         # Beside the running app, as an operator runs it: a process and a Spark of its own.
         command = subprocess.run(
-            [sys.executable, "-m", "shared.cli", "state", "fraud", "--key", CARDS[0],
+            [sys.executable, "-m", "shared.cli.main", "state", "fraud", "--key", CARDS[0],
              "--json", "--history", "-1", *flags], capture_output=True, text=True,
             timeout=180, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
         assert running.query.isActive

@@ -9,8 +9,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from apps.fraud.topics import FRAUD
-from shared.kafka_clients import admin_client, tuned_producer
-from shared.topics import TopicMismatch, TopicSpec, describe_config, provision
+from shared.ops.topics import TopicMismatch, TopicSpec, describe_config, provision
+from shared.runtime.kafka_clients import admin_client, tuned_producer
 
 pytestmark = pytest.mark.integration
 

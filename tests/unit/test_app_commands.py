@@ -12,10 +12,14 @@ import numpy as np
 import pytest
 
 from apps.fraud.app import FRAUD_APP
-from shared import app_loader, cli, demo, demo_io, kafka_clients, produce_cli
-from shared import topics as topic_admin
+from shared.app import loader as app_loader
+from shared.cli import demo, demo_io
+from shared.cli import main as cli
+from shared.cli import produce as produce_cli
+from shared.generation.producer import OutgoingRecord
 from shared.generation.truth import Chunk
-from shared.producer import OutgoingRecord
+from shared.ops import topics as topic_admin
+from shared.runtime import kafka_clients
 from shared.testing.apps import apps_under_test, declared_entry_points
 from shared.testing.canary import CANARY
 
@@ -139,7 +143,7 @@ def demo_started_apps(monkeypatch, argv: list[str], broker_type: type) -> list:
     """(apps, bootstrap servers) the demo started, with ``broker_type`` as the local
     broker and the apps' run faked."""
     runs = []
-    monkeypatch.setattr("shared.broker.LocalBroker", broker_type)
+    monkeypatch.setattr("shared.ops.broker.LocalBroker", broker_type)
     monkeypatch.setattr(demo, "_run_apps",
                         lambda apps, args, bootstrap: runs.append((apps, bootstrap)) or 0)
     assert demo.demo_main(argv) == 0

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shared import app_loader
-from shared.app_loader import AppLoadError, app_folders, folder_entry_points, load_apps
+from shared.app import loader as app_loader
+from shared.app.loader import AppLoadError, app_folders, folder_entry_points, load_apps
 from shared.testing.apps import apps_under_test, declared_entry_points
 from shared.testing.canary import CANARY
 

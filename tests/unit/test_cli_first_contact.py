@@ -19,12 +19,12 @@ from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import Thresholds
 from apps.iot import thresholds as iot_thresholds
 from apps.iot.app import IOT_APP
-from shared import cli
+from shared.cli import main as cli
 from shared.keyed.bucketed import BucketContext
-from shared.processes import free_port
+from shared.ops.processes import free_port
+from shared.ops.topics import BrokerUnreachable, require_broker
 from shared.settings import REPO_ROOT, EnvironmentValueError, PlatformSettings, load
 from shared.testing.canary import CANARY
-from shared.topics import BrokerUnreachable, require_broker
 
 FIRST_CONTACT_S = 5.0  # a missing broker is reported within this, whatever the command
 
@@ -131,7 +131,7 @@ def test_a_missing_broker_is_one_line_with_the_command_that_starts_one(argv, cap
 def test_the_command_itself_prints_no_traceback_and_no_client_log():
     servers = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "shared.cli", "topics", "--bootstrap-servers",
+    done = subprocess.run([sys.executable, "-m", "shared.cli.main", "topics", "--bootstrap-servers",
                            servers], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert time.monotonic() - started < FIRST_CONTACT_S
     assert done.returncode == 1 and done.stdout == ""

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from shared.app import AppDefinition
-from shared.app_commands import RunOptions
-from shared.pipeline import envelope_spec
+from shared.app.commands import RunOptions
+from shared.app.definition import AppDefinition
+from shared.runtime.pipeline import envelope_spec
 from shared.testing.app_harness import AppHarness
 from shared.testing.apps import apps_under_test
 

@@ -1,10 +1,10 @@
-"""The JVMs' class archives (shared/jvm_archive.py): which one, and when it is used."""
+"""The JVMs' class archives (shared/runtime/jvm_archive.py): which one, and when it is used."""
 
 from pathlib import Path
 
 import pytest
 
-from shared.jvm_archive import (
+from shared.runtime.jvm_archive import (
     JARS,
     KAFKA,
     SPARK,
@@ -33,7 +33,7 @@ def test_the_key_follows_the_jars_and_stays_put():
 
 
 def test_the_broker_maps_its_archive_unless_it_is_training_one(tmp_path: Path):
-    from shared.broker import BrokerConfig, LocalBroker
+    from shared.ops.broker import BrokerConfig, LocalBroker
 
     command = LocalBroker(BrokerConfig(home=tmp_path))._java()
     assert all(option in command for option in broker_java_options())

@@ -21,7 +21,7 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryProgress,
 )
 
-from shared.metrics import (
+from shared.runtime.metrics import (
     MetricsListener,
     append_line,
     metrics_path,

@@ -11,10 +11,10 @@ import sys
 import pytest
 
 import apps
-from shared import cli
-from shared.app import AppDefinition
-from shared.app_loader import folder_entry_points, load_apps
-from shared.new_app import NewAppError, create_app
+from shared.app.definition import AppDefinition
+from shared.app.loader import folder_entry_points, load_apps
+from shared.cli import main as cli
+from shared.cli.new_app import NewAppError, create_app
 from shared.settings import REPO_ROOT
 from shared.testing.scratch import scratch_copy
 

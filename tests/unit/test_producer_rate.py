@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from confluent_kafka import KafkaError
 
-from shared.kafka_clients import KafkaConnection, KafkaSecurity, tuned_producer_config
-from shared.producer import (
+from shared.generation.producer import (
     DeliveryError,
     OutgoingRecord,
     RateLimiter,
@@ -20,6 +19,7 @@ from shared.producer import (
     pace_chunk,
     send_all,
 )
+from shared.runtime.kafka_clients import KafkaConnection, KafkaSecurity, tuned_producer_config
 
 
 class FakeClock:

@@ -13,7 +13,7 @@ import pytest
 
 from shared.quality import QualityGate, compile_suite
 from shared.quality.cache import compiled_suite, source_digest
-from shared.runner import quality_gate
+from shared.runtime.runner import quality_gate
 from shared.testing.apps import apps_under_test
 
 
@@ -96,6 +96,6 @@ def test_every_app_gate_from_the_cache_equals_the_one_from_its_suite():
 
 
 def test_the_quality_package_imports_without_great_expectations():
-    code = ("import sys, shared.quality, shared.quality.cache, shared.quality_sampling; "
+    code = ("import sys, shared.quality, shared.quality.cache, shared.quality.schedule; "
             "sys.exit('great_expectations' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from shared.faults import FaultPlan
-from shared.kafka_clients import KafkaConnection
+from shared.runtime.fault_plan import FaultPlan
+from shared.runtime.kafka_clients import KafkaConnection
 from shared.sink import SinkConfig, replay_skipped, skip_message, summarize
 from shared.sink.kafka import produce
 from shared.sink.task import (

@@ -11,14 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shared.keyed.bucketed import BucketedHarness
-from shared.keyed.bucketed_examples import RollingSpend
-from shared.keyed.bucketed_oracle import IDLE_MS, RollingSpendOracle
-from shared.keyed.bucketed_store import MIN_HOT_ROWS, Header
-from shared.keyed.bucketed_tables import COLD_STATE, HEADER_STATE, HOT_STATE
-from shared.keyed.bucketed_view import BucketSummary, KeyState, bucket_summary, key_state
-from shared.state_cli import typed_key
-from shared.state_format import (
+from shared.cli.state import typed_key
+from shared.cli.state_format import (
     Committed,
     iso_ms,
     key_document,
@@ -27,6 +21,12 @@ from shared.state_format import (
     summary_document,
     summary_text,
 )
+from shared.keyed.bucketed import BucketedHarness
+from shared.keyed.bucketed_examples import RollingSpend
+from shared.keyed.bucketed_oracle import IDLE_MS, RollingSpendOracle
+from shared.keyed.bucketed_store import MIN_HOT_ROWS, Header
+from shared.keyed.bucketed_tables import COLD_STATE, HEADER_STATE, HOT_STATE
+from shared.keyed.bucketed_view import BucketSummary, KeyState, bucket_summary, key_state
 
 T0 = 1_704_067_200_000  # 2024-01-01 UTC
 MINUTE, DELAY_MS = 60_000, 10_000
@@ -193,7 +193,7 @@ def test_a_key_given_as_text_takes_its_columns_types() -> None:
 
 
 def test_the_command_shows_its_flags_and_refuses_a_wrong_key(capsys) -> None:
-    from shared import cli
+    from shared.cli import main as cli
 
     with pytest.raises(SystemExit) as exited:
         cli.main(["state", "fraud", "--help"])
@@ -215,7 +215,7 @@ def test_a_wide_state_decodes_as_the_harness_holds_it() -> None:
     from apps.iot.app import IOT_APP
     from apps.iot.reference import DEVICE_TYPES
     from apps.iot.settings import IotSettings
-    from shared.durations import duration_ms
+    from shared.runtime.durations import duration_ms
 
     settings = IotSettings()
     processor = IOT_APP.keyed.processor(settings)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from apps.fraud.app import FRAUD_APP
-from shared.runner import worker_modules
+from shared.runtime.runner import worker_modules
+from shared.runtime.spark import session_conf, worker_conf
+from shared.runtime.worker_daemon import BASE_MODULES, PRELOAD_ENV, preload, preload_modules
 from shared.settings import PlatformSettings, from_env
-from shared.spark import session_conf, worker_conf
-from shared.worker_daemon import BASE_MODULES, PRELOAD_ENV, preload, preload_modules
 
 
 def test_preload_list_is_the_base_then_the_named_modules_once():
@@ -31,13 +31,13 @@ def test_a_module_that_fails_to_import_is_reported_not_raised():
 
 def test_the_app_processor_module_and_the_operator_are_what_workers_preload():
     assert worker_modules(FRAUD_APP) == (
-        "apps.fraud.app", "shared.keyed.bucketed_spark", "shared.json_encode")
+        "apps.fraud.app", "shared.keyed.bucketed_spark", "shared.runtime.json_encode")
 
 
 def test_local_sessions_fork_workers_from_the_preloading_daemon():
     settings = from_env(PlatformSettings, environ={})
     conf = session_conf(settings, "t", preload=("apps.fraud.app",))
-    assert conf["spark.python.daemon.module"] == "shared.worker_daemon"
+    assert conf["spark.python.daemon.module"] == "shared.runtime.worker_daemon"
     assert conf[f"spark.executorEnv.{PRELOAD_ENV}"] == "apps.fraud.app"
     assert f"spark.executorEnv.{PRELOAD_ENV}" not in session_conf(settings, "t")
 
@@ -52,8 +52,8 @@ def _start_daemon(tmp_path: Path, preload_env: str) -> tuple[str, str]:
     """Start the daemon as Spark does; (its command line once serving, its stderr)."""
     env = {**os.environ, PRELOAD_ENV: preload_env,
            "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
-    daemon = subprocess.Popen([sys.executable, "-m", "shared.worker_daemon", "pyspark.worker"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    daemon = subprocess.Popen([sys.executable, "-m", "shared.runtime.worker_daemon",
+                               "pyspark.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=env)
     try:
         (port,) = struct.unpack("!i", daemon.stdout.read(4))  # what the JVM reads first
@@ -68,7 +68,7 @@ def _start_daemon(tmp_path: Path, preload_env: str) -> tuple[str, str]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
 def test_daemon_preloads_and_serves(tmp_path: Path):
     cmdline, stderr = _start_daemon(tmp_path, "apps.fraud.app")
-    assert "shared.worker_daemon" in cmdline
+    assert "shared.runtime.worker_daemon" in cmdline
     assert f"{len(BASE_MODULES) + 1} modules preloaded" in stderr
     assert "objects frozen" in stderr
 
@@ -86,7 +86,7 @@ def test_daemon_with_a_thread_running_becomes_pyspark_daemon(tmp_path: Path):
 def test_the_per_task_collection_takes_the_young_generations_only(monkeypatch):
     import gc
 
-    from shared.worker_daemon import YoungCollections
+    from shared.runtime.worker_daemon import YoungCollections
 
     calls = []
     monkeypatch.setattr(gc, "collect", lambda generation=2: calls.append(generation) or 0)

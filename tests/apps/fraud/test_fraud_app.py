@@ -12,7 +12,7 @@ import pytest
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
-from shared.runner import start
+from shared.runtime.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.kafka_tools import read_all, send_json
 

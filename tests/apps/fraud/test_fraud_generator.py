@@ -24,8 +24,8 @@ from apps.fraud.generator_faults import BAD_REASONS, REQUIRED_FIELDS
 from apps.fraud.generator_scenarios import SCENARIOS
 from apps.fraud.generator_world import KNOWN_CURRENCIES
 from apps.fraud.topics import CARD_TRANSACTION
+from shared.cli.produce import StopRequest, records_to_send
 from shared.generation.truth import GeneratedRun, TruthFiles, take
-from shared.produce_cli import StopRequest, records_to_send
 
 CONFIG = GeneratorConfig(
     seed=11, events_per_s=5.0, cards=20_000, chunk_size=1024,

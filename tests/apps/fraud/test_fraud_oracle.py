@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from apps.fraud.alerts import RULES
+from apps.fraud.alert_rows import RULES
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.generator import FaultRates, GeneratorConfig, ScenarioRates, generate
 from apps.fraud.oracle import AlertIdentity, fraud_alerts

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from apps.fraud.alerts import VELOCITY
+from apps.fraud.alert_rows import VELOCITY
 from apps.fraud.generator import FaultRates, FraudGenerator, GeneratorConfig, ScenarioRates
 from apps.fraud.oracle import AlertIdentity, fraud_alerts
 from apps.fraud.settings import FraudSettings

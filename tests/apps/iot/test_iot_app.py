@@ -25,7 +25,7 @@ from apps.iot.reference import threshold
 from apps.iot.settings import IotSettings
 from apps.iot.thresholds import CLEAR, RAISE, param
 from apps.iot.topics import IOT
-from shared.runner import start
+from shared.runtime.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.chaos import last_batch_watermark_ms
 from shared.testing.kafka_tools import read_all, send_json

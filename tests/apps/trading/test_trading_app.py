@@ -15,7 +15,7 @@ from apps.trading.oracle_compare import bars_of, differences, figures_of
 from apps.trading.reference import Instruments
 from apps.trading.settings import TradingRules, TradingSettings
 from apps.trading.topics import TRADING
-from shared.runner import start
+from shared.runtime.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.chaos import last_batch_watermark_ms
 from shared.testing.kafka_tools import read_all, send_json

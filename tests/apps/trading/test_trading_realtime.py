@@ -105,8 +105,8 @@ def test_builder_in_batch_mode_equals_the_oracle(spark, request):
         scales_frame,
     )
     from apps.trading.realtime import bars as bar_updates
-    from shared.kafka_io import parse
-    from shared.runner import quality_gate
+    from shared.runtime.kafka_io import parse
+    from shared.runtime.runner import quality_gate
 
     start_ms = int(time.time() * 1000) - 600_000
     records = feed(3_000, start_ms) + edge_cases(start_ms + 1_500)
@@ -143,7 +143,7 @@ def test_realtime_mode_bars_equal_the_oracle(kafka_settings, create_topics, tmp_
     log_path = tmp_path / "realtime.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "run", "trading", "--mode", "realtime"],
+            [sys.executable, "-m", "shared.cli.main", "run", "trading", "--mode", "realtime"],
             env=settings_env(kafka_settings, **ENV), stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL)
     try:

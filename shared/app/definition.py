@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shared.app_commands import DemoSpec, InputGenerator
-from shared.registry import AppTopics
-from shared.topics import TopicSpec
+from shared.app.commands import DemoSpec, InputGenerator
+from shared.app.topics import AppTopics
+from shared.ops.topics import TopicSpec
 
 if TYPE_CHECKING:
     # Only a type here: the Real-Time plan refers back to its AppDefinition.
-    from shared.realtime_runner import RealtimeApp
+    from shared.runtime.realtime_runner import RealtimeApp
 
 
 @dataclass(frozen=True)
@@ -56,18 +56,6 @@ def rows_behind(watermark_ms: Column) -> Column:
     is at or before the watermark of the *previous* batch (inclusive).
     """
     return F.unix_millis(F.col("event_time")) <= watermark_ms
-
-
-def windows_closed(window_ms: int) -> Callable[[Column], Column]:
-    """Late rule of a tumbling-window aggregation of ``window_ms``: the row's window
-    ended at or before the previous batch's watermark (measured, inclusive)."""
-
-    def rule(watermark_ms: Column) -> Column:
-        millis = F.unix_millis(F.col("event_time"))
-        window_end = millis - F.pmod(millis, F.lit(window_ms)) + window_ms
-        return window_end <= watermark_ms
-
-    return rule
 
 
 @dataclass(frozen=True)
@@ -95,7 +83,7 @@ class AppDefinition:
     """One deployable app: its topics, settings, logic and data-quality suite, and what
     the shared commands offer for it (produce, report, Real-Time Mode, demo). Apps are
     found through the ``statewise.apps`` entry-point group or as app folders, an
-    ``apps/NAME/app.py`` defining ``APP`` (shared/app_loader.py)."""
+    ``apps/NAME/app.py`` defining ``APP`` (shared/app/loader.py)."""
 
     name: str
     topics: AppTopics

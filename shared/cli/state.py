@@ -20,17 +20,17 @@ import pyarrow as pa
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
-from shared.app import AppDefinition
-from shared.app_loader import registered_apps
-from shared.keyed.bucketed_spec import BucketedSpecError
-from shared.settings import add_arguments, from_namespace
-from shared.state_format import (
+from shared.app.definition import AppDefinition
+from shared.app.loader import registered_apps
+from shared.cli.state_format import (
     Committed,
     key_document,
     key_text,
     summary_document,
     summary_text,
 )
+from shared.keyed.bucketed_spec import BucketedSpecError
+from shared.settings import add_arguments, from_namespace
 
 
 class StateError(RuntimeError):
@@ -56,7 +56,7 @@ def state_main(argv: Sequence[str], spark=None) -> int:
     checkpoint = args.checkpoint or _checkpoint(app, settings)
     own = spark is None
     if own:
-        from shared.spark import build_session
+        from shared.runtime.spark import build_session
 
         spark = build_session(settings, f"statewise-state-{app.name}")
     try:
@@ -85,8 +85,8 @@ def state_main(argv: Sequence[str], spark=None) -> int:
 
 def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
           args: argparse.Namespace) -> dict[str, Any]:
-    from shared.checkpoint import offset_log_metadata
     from shared.keyed.bucketed_read import latest_commit, read_key, read_summary
+    from shared.runtime.checkpoint import offset_log_metadata
 
     batch_id = args.batch_id if args.batch_id is not None else latest_commit(spark, checkpoint)
     if batch_id is None:
@@ -130,7 +130,7 @@ def typed_key(spec, texts: Sequence[str]) -> tuple:
 
 
 def _checkpoint(app: AppDefinition, settings) -> str:
-    from shared.runner import checkpoint_path
+    from shared.runtime.runner import checkpoint_path
 
     return checkpoint_path(app, settings)
 

@@ -32,12 +32,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shared import kafka_clients
-from shared.demo_io import print_outputs, produce, report_progress, say
+from shared.cli.demo_io import print_outputs, produce, report_progress, say
+from shared.runtime import kafka_clients
 from shared.settings import REPO_ROOT, PlatformSettings, from_env
 
 if TYPE_CHECKING:
-    from shared.app import AppDefinition
+    from shared.app.definition import AppDefinition
 
 DEMO_PREFIX = "demo."
 ALL = "all"
@@ -45,7 +45,7 @@ ALL = "all"
 
 def demo_main(argv: Sequence[str]) -> int:
     """``argv``: what follows ``statewise demo``."""
-    from shared.app_loader import registered_apps
+    from shared.app.loader import registered_apps
 
     argv = list(argv)
     apps = {name: app for name, app in registered_apps().items() if app.demo is not None}
@@ -188,7 +188,7 @@ def _kafka(args: argparse.Namespace) -> Iterator[str]:
         say(f"Kafka at {args.bootstrap_servers} (given: not started or stopped by the demo)")
         yield args.bootstrap_servers
         return
-    from shared.broker import LocalBroker
+    from shared.ops.broker import LocalBroker
 
     broker = LocalBroker()
     started = not broker.is_running()
@@ -205,7 +205,7 @@ def _kafka(args: argparse.Namespace) -> Iterator[str]:
 
 def _provision(apps: list[AppDefinition], kafka: kafka_clients.KafkaConnection) -> str:
     """Creates the apps' topics; returns the cluster's id."""
-    from shared.topics import provision
+    from shared.ops.topics import provision
 
     admin = kafka_clients.admin_client(kafka)
     for app in apps:
@@ -236,9 +236,9 @@ def _input_end_offsets(apps: list[AppDefinition], kafka: kafka_clients.KafkaConn
 def _spark(apps: list[AppDefinition], settings: dict):
     """One local Spark for every app (their settings agree on everything Spark reads),
     its Python workers started ahead of the first batch with every app's modules."""
-    from shared.metrics import register_metrics_listener
-    from shared.runner import worker_modules
-    from shared.spark import build_session, start_python_workers
+    from shared.runtime.metrics import register_metrics_listener
+    from shared.runtime.runner import worker_modules
+    from shared.runtime.spark import build_session, start_python_workers
 
     first = settings[apps[0].name]
     preload = tuple(dict.fromkeys(m for app in apps for m in worker_modules(app)))
@@ -253,7 +253,7 @@ def _spark(apps: list[AppDefinition], settings: dict):
 
 
 def _start_query(spark, app: AppDefinition, settings):
-    from shared.runner import start
+    from shared.runtime.runner import start
 
     return start(spark, app, settings)
 

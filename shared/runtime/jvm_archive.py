@@ -8,7 +8,7 @@ three interleaved pairs on 2 loaded cores: a session up in 7.1 to 8.5 s against 
 14.8 s, and its first two jobs in 3.3 to 4.7 s against 6.9 to 9.0 s. Every start gains
 it: a restart after a crash, the demo, each app a recovery test launches.
 
-``python -m shared.jvm_archive`` (run by scripts/bootstrap) trains one archive per kind,
+``python -m shared.runtime.jvm_archive`` (run by scripts/bootstrap) trains one archive per kind,
 JDK and jar set, in ``.cache/jvm/``: for Spark, a session with the settings every
 session has runs a small SQL job and a keyed streaming query on the layer's operator;
 for Kafka, a local broker starts (which warms its group and transaction coordinators)
@@ -44,7 +44,7 @@ def spark_jars() -> list[str]:
 
 
 def broker_jars() -> list[str]:
-    from shared.broker import BROKER_JARS
+    from shared.ops.broker import BROKER_JARS
 
     return sorted(p.name for p in BROKER_JARS.glob("*.jar"))
 
@@ -94,7 +94,7 @@ def ensure_archive(kind: str, directory: Path = ARCHIVE_DIR) -> Path | None:
     directory.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.partial")
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "shared.jvm_archive", TRAIN_FLAG, kind,
+    result = subprocess.run([sys.executable, "-m", "shared.runtime.jvm_archive", TRAIN_FLAG, kind,
                              str(partial)], capture_output=True, text=True)
     if result.returncode != 0 or not partial.exists() or partial.stat().st_size == 0:
         print(f"JVM class archive ({kind}): training failed (its JVM starts without one)\n"
@@ -114,8 +114,8 @@ def train_broker(partial: Path) -> None:
     """A broker on free ports starts (warming its coordinators) and stops gracefully."""
     import tempfile
 
-    from shared.broker import BrokerConfig, LocalBroker
-    from shared.processes import free_port
+    from shared.ops.broker import BrokerConfig, LocalBroker
+    from shared.ops.processes import free_port
 
     with tempfile.TemporaryDirectory(prefix="statewise-jvm-archive-") as home:
         broker = LocalBroker(BrokerConfig(
@@ -128,9 +128,9 @@ def train_broker(partial: Path) -> None:
 
 def train_driver(partial: Path) -> None:
     """Run what every session runs, then end the JVM so that it writes the archive."""
-    from shared.jvm_training import exercise
+    from shared.runtime.jvm_training import exercise
+    from shared.runtime.spark import LOG4J_CONFIG, build_session
     from shared.settings import PlatformSettings, from_env
-    from shared.spark import LOG4J_CONFIG, build_session
 
     settings = from_env(PlatformSettings, environ={})
     options = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG} -XX:ArchiveClassesAtExit={partial}"

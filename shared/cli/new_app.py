@@ -5,7 +5,7 @@ with state and idle expiry, generator, quality suite, oracle) and its tests: an 
 test in memory and an end-to-end test on the real broker. ``package/`` is rendered into
 ``apps/NAME/`` and ``tests/`` into ``tests/apps/NAME/``, each ``.tmpl`` file through
 ``string.Template`` (``$name``, ``$Name``, ``$NAME``; ``NAME`` in a file name is the
-name). The app folder is all ``statewise`` needs to find the app (shared/app_loader.py),
+name). The app folder is all ``statewise`` needs to find the app (shared/app/loader.py),
 so no other file is edited. docs/new-app.md walks through adapting it.
 """
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from shared.app_loader import APP_ENTRY_POINTS, APP_PACKAGE, AppLoadError, app_folders
+from shared.app.loader import APP_ENTRY_POINTS, APP_PACKAGE, AppLoadError, app_folders
 from shared.settings import REPO_ROOT
 
-TEMPLATE_DIR = Path(__file__).resolve().parent / "templates" / "app"
+TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates" / "app"
 TEMPLATE_SUFFIX = ".tmpl"
 APP_TESTS_DIR = Path("tests") / "apps"  # an app's tests: tests/apps/NAME/
 # A Python package, a Kafka topic prefix and the start of environment variable names.
@@ -132,7 +132,7 @@ def new_main(argv: Sequence[str]) -> int:
 
 def _check_found(name: str) -> None:
     """The commands must find the new app: load every app as they do."""
-    from shared.app_loader import registered_apps
+    from shared.app.loader import registered_apps
 
     try:
         found = registered_apps()

@@ -13,7 +13,7 @@
     statewise state APP [--key K] [--json] (keyed state from the app's checkpoint)
     statewise new NAME                     (a new app from the template: apps/NAME/)
 APP: an installed app (the ``statewise.apps`` entry points) or an app folder
-(apps/NAME/app.py defining APP), shared/app_loader.py.
+(apps/NAME/app.py defining APP), shared/app/loader.py.
 Every command prints what it does; ``statewise COMMAND --help`` lists that command's
 flags, and ``statewise run APP --help`` each setting with its environment variable.
 """
@@ -28,20 +28,20 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from shared import kafka_clients
-from shared.app import AppDefinition
-from shared.app_loader import registered_apps
-from shared.kafka_clients import KafkaSecurityError
+from shared.app.definition import AppDefinition
+from shared.app.loader import registered_apps
+from shared.ops.topics import BrokerUnreachable
+from shared.runtime import kafka_clients
+from shared.runtime.kafka_clients import KafkaSecurityError
 from shared.settings import (
     EnvironmentValueError,
     PlatformSettings,
     add_arguments,
     from_namespace,
 )
-from shared.topics import BrokerUnreachable
 
 if TYPE_CHECKING:
-    from shared.realtime_runner import RealtimeApp
+    from shared.runtime.realtime_runner import RealtimeApp
 
 log = logging.getLogger("statewise")
 
@@ -66,7 +66,7 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
         if args.mode == "realtime" else None
     _require_broker(settings)
     if realtime is not None:
-        from shared.realtime_runner import run_realtime
+        from shared.runtime.realtime_runner import run_realtime
 
         return run_realtime(realtime, settings)
     return _run_micro_batches(app, settings, args.available_now)
@@ -85,10 +85,10 @@ def _run_parser(app: AppDefinition) -> argparse.ArgumentParser:
 
 
 def _run_micro_batches(app: AppDefinition, settings, available_now: bool) -> int:
-    from shared.quality_sampling import start_quality_monitor
-    from shared.runner import run_until_stopped, start, worker_modules
-    from shared.spark import build_session, start_python_workers
-    from shared.topics import provision
+    from shared.ops.topics import provision
+    from shared.quality.schedule import start_quality_monitor
+    from shared.runtime.runner import run_until_stopped, start, worker_modules
+    from shared.runtime.spark import build_session, start_python_workers
 
     provision(kafka_clients.admin_client(settings), app.topics.all(), settings.topic_prefix)
     # The Python workers start while the driver plans the query, forked from a daemon
@@ -116,7 +116,7 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool) -> int
 
 def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
                    available_now: bool) -> RealtimeApp:
-    from shared.realtime_runner import realtime_app
+    from shared.runtime.realtime_runner import realtime_app
 
     rt = realtime_app(app)
     if rt is None or available_now:
@@ -128,19 +128,19 @@ def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
 def _require_broker(settings: PlatformSettings) -> None:
     """Before a command uses Kafka: BrokerUnreachable, which main() reports, when no broker
     answers (security settings applied, so that a secured cluster can answer)."""
-    from shared.topics import require_broker
+    from shared.ops.topics import require_broker
 
     require_broker(settings)
 
 
 def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
-    from shared.metrics import register_metrics_listener
+    from shared.runtime.metrics import register_metrics_listener
 
     register_metrics_listener(spark, settings.metrics_dir)
 
 
 def _broker_main(argv: Sequence[str]) -> int:
-    from shared.broker import LocalBroker
+    from shared.ops.broker import LocalBroker
 
     parser = argparse.ArgumentParser(
         prog="statewise broker", description="the local single-node Kafka broker (KRaft) "
@@ -163,7 +163,7 @@ def _broker_main(argv: Sequence[str]) -> int:
 
 
 def _topics_main(argv: Sequence[str]) -> int:
-    from shared.topics import provision
+    from shared.ops.topics import provision
 
     apps = registered_apps()
     parser = argparse.ArgumentParser(prog="statewise topics",
@@ -187,8 +187,8 @@ def _control_main(argv: Sequence[str]) -> int:
     topic; the version defaults to now (ms), so a later change wins."""
     import time
 
-    from shared.producer import OutgoingRecord, json_value, send_all
-    from shared.topics import provision
+    from shared.generation.producer import OutgoingRecord, json_value, send_all
+    from shared.ops.topics import provision
 
     apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
     parser = argparse.ArgumentParser(prog="statewise control",
@@ -228,31 +228,31 @@ def _report_main(argv: Sequence[str]) -> int:
 
 
 def _state_main(argv: Sequence[str]) -> int:
-    from shared.state_cli import state_main
+    from shared.cli.state import state_main
 
     return state_main(argv)
 
 
 def _cluster_main(argv: Sequence[str]) -> int:
-    from shared.cluster import cluster_main
+    from shared.ops.cluster import cluster_main
 
     return cluster_main(argv)
 
 
 def _produce_main(argv: Sequence[str]) -> int:
-    from shared.produce_cli import produce_main
+    from shared.cli.produce import produce_main
 
     return produce_main(argv)
 
 
 def _demo_main(argv: Sequence[str]) -> int:
-    from shared.demo import demo_main
+    from shared.cli.demo import demo_main
 
     return demo_main(argv)
 
 
 def _new_main(argv: Sequence[str]) -> int:
-    from shared.new_app import new_main
+    from shared.cli.new_app import new_main
 
     return new_main(argv)
 

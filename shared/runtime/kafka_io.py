@@ -18,9 +18,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from shared.kafka_clients import spark_options
+from shared.ops.topics import RecordSchema, TopicSpec
+from shared.runtime.kafka_clients import spark_options
 from shared.settings import PlatformSettings
-from shared.topics import RecordSchema, TopicSpec
 
 SOURCE = "_source"  # struct column: the record's Kafka coordinates and raw bytes
 EVENT_TIME = "event_time"

@@ -25,16 +25,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 
-from shared.app import AppDefinition, Output
-from shared.kafka_io import (
-    DECODE_REASON,
-    EVENT_TIME,
-    SOURCE,
-    dead_letter_envelopes,
-    json_envelopes,
-    parse,
-    routed_json_envelopes,
-)
+from shared.app.definition import AppDefinition, Output
 from shared.keyed.bucketed import apply_bucketed
 from shared.keyed.bucketed_envelopes import EnvelopeSpec, Route
 from shared.keyed.bucketed_spec import (
@@ -46,6 +37,15 @@ from shared.keyed.bucketed_spec import (
     SOURCE_TIMESTAMP,
     SOURCE_VALUE,
     STAGE_COLUMN,
+)
+from shared.runtime.kafka_io import (
+    DECODE_REASON,
+    EVENT_TIME,
+    SOURCE,
+    dead_letter_envelopes,
+    json_envelopes,
+    parse,
+    routed_json_envelopes,
 )
 from shared.settings import PlatformSettings
 from shared.sink.task import WRITER_COLUMN

@@ -1,4 +1,4 @@
-"""What the JVM class archive is trained on (shared/jvm_archive.py): the kinds of work
+"""What the JVM class archive is trained on (shared/runtime/jvm_archive.py): the kinds of work
 every session of this project does, small. A class this misses is loaded as before."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from pyspark.sql.types import DataType, StructField, StructType
 
-from shared.kafka_clients import KafkaTarget, admin_client, connection
+from shared.runtime.kafka_clients import KafkaTarget, admin_client, connection
 
 log = logging.getLogger(__name__)
 

@@ -31,11 +31,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from shared import kafka_clients
-from shared.app import AppDefinition
-from shared.checkpoint import query_id
-from shared.kafka_io import parse, read_topics
-from shared.runner import quality_gate
+from shared.app.definition import AppDefinition
+from shared.runtime import kafka_clients
+from shared.runtime.checkpoint import query_id
+from shared.runtime.kafka_io import parse, read_topics
+from shared.runtime.runner import quality_gate
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
 
@@ -99,8 +99,8 @@ def with_enough_slots(settings: PlatformSettings, slots: int) -> PlatformSetting
 
 
 def realtime_spark(settings: PlatformSettings, app_name: str) -> SparkSession:
-    """shared.spark.build_session with REALTIME_CONTEXT_CONF."""
-    from shared.spark import build_session
+    """shared.runtime.spark.build_session with REALTIME_CONTEXT_CONF."""
+    from shared.runtime.spark import build_session
 
     return build_session(settings, app_name, REALTIME_CONTEXT_CONF)
 
@@ -195,8 +195,8 @@ def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSetti
 def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
                  stop_requested: threading.Event | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
-    from shared.metrics import register_metrics_listener
-    from shared.topics import provision
+    from shared.ops.topics import provision
+    from shared.runtime.metrics import register_metrics_listener
 
     settings = with_enough_slots(settings, required_task_slots(rt, settings))
     provision(kafka_clients.admin_client(settings), rt.app.topics.all(), settings.topic_prefix)

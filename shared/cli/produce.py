@@ -9,7 +9,7 @@ progress line on stderr, and writes the ground truth of what was sent beside the
 records already sent: they are flushed and labelled (a second Ctrl-C aborts).
 
 An app plugs its generator in on its definition (``AppDefinition.generator``, see
-shared/app_commands.py): its own flags, and a builder that turns the parsed flags into
+shared/app/commands.py): its own flags, and a builder that turns the parsed flags into
 an endless stream of chunks.
 """
 
@@ -26,12 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shared.app_commands import GeneratorRun, RunOptions
-from shared.producer import DeliveryError, OutgoingRecord, SendReport, send_all
+from shared.app.commands import GeneratorRun, RunOptions
+from shared.generation.producer import DeliveryError, OutgoingRecord, SendReport, send_all
 from shared.settings import REPO_ROOT, PlatformSettings, add_arguments, from_namespace
 
 if TYPE_CHECKING:
-    from shared.app import AppDefinition
+    from shared.app.definition import AppDefinition
     from shared.generation.truth import Chunk, TruthFiles
 
 DEFAULT_LABELS_DIR = REPO_ROOT / "var" / "labels"
@@ -101,7 +101,7 @@ def records_to_send(chunks: Iterable[tuple[Chunk, int]], truth: TruthFiles,
 
 
 def produce_main(argv: Sequence[str], clock: Clock = time.time) -> int:
-    from shared.app_loader import registered_apps
+    from shared.app.loader import registered_apps
 
     argv = list(argv)
     apps = {name: app for name, app in registered_apps().items() if app.generator is not None}
@@ -124,14 +124,14 @@ def produce_main(argv: Sequence[str], clock: Clock = time.time) -> int:
 def _require_broker(settings: PlatformSettings) -> None:
     """BrokerUnreachable, which ``statewise`` reports as one line, when no broker answers
     (security settings applied, so that a secured cluster can answer)."""
-    from shared.topics import require_broker
+    from shared.ops.topics import require_broker
 
     require_broker(settings)
 
 
 def _provision(app: AppDefinition, settings: PlatformSettings) -> str:
-    from shared import kafka_clients
-    from shared.topics import provision
+    from shared.ops.topics import provision
+    from shared.runtime import kafka_clients
 
     admin = kafka_clients.admin_client(settings)
     created = provision(admin, app.topics.all(), settings.topic_prefix)
@@ -142,8 +142,8 @@ def _provision(app: AppDefinition, settings: PlatformSettings) -> str:
 
 def _produce(app: str, run: GeneratorRun, topic: str, options: RunOptions,
              args: argparse.Namespace, settings: PlatformSettings, clock: Clock) -> int:
-    from shared import kafka_clients
     from shared.generation.truth import TruthFiles, take
+    from shared.runtime import kafka_clients
 
     run_dir = args.labels_dir / f"{app}-seed{options.seed}-{options.start_time_ms}"
     truth = TruthFiles(run_dir)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from shared.deploy import cluster_conf, executor_python, is_local
-from shared.jvm_archive import driver_java_options
+from shared.runtime.deploy import cluster_conf, executor_python, is_local
+from shared.runtime.jvm_archive import driver_java_options
+from shared.runtime.worker_daemon import PRELOAD_ENV
 from shared.settings import REPO_ROOT, PlatformSettings
-from shared.worker_daemon import PRELOAD_ENV
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +71,15 @@ def connector_jars(jars_dir: Path = JARS_DIR) -> list[str]:
 
 
 def worker_conf(settings: PlatformSettings, preload: Sequence[str] = ()) -> dict[str, str]:
-    """Python workers forked from ``shared.worker_daemon``, which imports pandas, pyarrow,
+    """Python workers forked from ``shared.runtime.worker_daemon``, which imports pandas, pyarrow,
     pyspark's worker and ``preload`` (the app's modules) before it forks.
 
     Local masters only: on a cluster the daemon starts before the code archive reaches
-    the executor's ``sys.path``, so ``python -m shared.worker_daemon`` could not import.
+    the executor's ``sys.path``, so ``python -m shared.runtime.worker_daemon`` could not import.
     """
     if not is_local(settings.spark_master):
         return {}
-    conf = {"spark.python.daemon.module": "shared.worker_daemon"}
+    conf = {"spark.python.daemon.module": "shared.runtime.worker_daemon"}
     if preload:
         conf[f"spark.executorEnv.{PRELOAD_ENV}"] = ",".join(preload)
     return conf
@@ -125,12 +125,13 @@ def session_conf(settings: PlatformSettings, app_name: str,
         # Nothing listens beyond loopback on a developer machine.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
-        # The driver maps its classes from the bootstrap's archive (shared/jvm_archive.py).
+        # The driver maps its classes from the bootstrap's archive (runtime/jvm_archive.py).
         archive = driver_java_options()
         if archive:
             conf["spark.driver.extraJavaOptions"] += f" {archive}"
     conf.update(worker_conf(settings, preload))
-    conf.update(cluster_conf(settings))  # code archive, executors' Python (shared/deploy.py)
+    # The code archive and the executors' Python (shared/runtime/deploy.py).
+    conf.update(cluster_conf(settings))
     return conf
 
 
@@ -142,7 +143,7 @@ def build_session(settings: PlatformSettings, app_name: str,
     ``preload``: modules the Python workers start with (see worker_conf)."""
     # Executors run the interpreter PYSPARK_PYTHON names when the context starts: the
     # venv's here (else transformWithState cannot import protobuf and pyarrow), or the
-    # packed environment's on a cluster (shared/deploy.py).
+    # packed environment's on a cluster (shared/runtime/deploy.py).
     os.environ["PYSPARK_PYTHON"] = executor_python(settings)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder

@@ -12,12 +12,12 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from shared import kafka_clients
-from shared.app_commands import DemoOutput, DemoSpec, RunOptions
+from shared.app.commands import DemoOutput, DemoSpec, RunOptions
+from shared.runtime import kafka_clients
 
 if TYPE_CHECKING:
-    from shared.app import AppDefinition
-    from shared.producer import OutgoingRecord
+    from shared.app.definition import AppDefinition
+    from shared.generation.producer import OutgoingRecord
 
 STATUS_EVERY_S = 10.0
 _OUTPUT = threading.Lock()  # one line at a time: threads print for several apps
@@ -34,7 +34,7 @@ def show(line: str) -> None:
 
 def produce(app: AppDefinition, settings, args: argparse.Namespace, rate: float,
             stop: threading.Event) -> None:
-    from shared.producer import send_all
+    from shared.generation.producer import send_all
 
     topic = app.input_topic.qualified(settings.topic_prefix)
     producer = kafka_clients.tuned_producer(settings)

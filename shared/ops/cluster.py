@@ -3,7 +3,7 @@
     statewise cluster up [--workers 2 --worker-cores 1 --worker-memory 2g]
     statewise cluster status
     statewise cluster down
-(or ``python -m shared.cluster ...``). Every flag has an environment variable;
+(or ``python -m shared.ops.cluster ...``). Every flag has an environment variable;
 ``statewise cluster up --help`` lists them.
 
 The daemons are the venv's own Spark (pyspark ships ``bin/spark-class``), run
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pyspark
 
-from shared.processes import port_in_use, running_pid, stop_process
+from shared.ops.processes import port_in_use, running_pid, stop_process
 from shared.settings import REPO_ROOT, add_arguments, from_namespace, setting
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent

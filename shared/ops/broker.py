@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.processes import port_in_use, running_pid, stop_process
+from shared.ops.processes import port_in_use, running_pid, stop_process
 from shared.settings import REPO_ROOT
 
 BROKER_JARS = REPO_ROOT / ".cache" / "jars" / "kafka-broker"
@@ -111,7 +111,7 @@ class LocalBroker:
 
     def wait_ready(self, timeout_s: float, process: subprocess.Popen | None = None) -> None:
         """Block until the broker reports itself in cluster metadata."""
-        from shared.kafka_clients import admin_client
+        from shared.runtime.kafka_clients import admin_client
 
         # log_level 0: librdkafka would print a line per refused connection while we poll.
         # The local broker is plain text: bootstrap servers, no security settings.
@@ -133,8 +133,8 @@ class LocalBroker:
         them on first use, and the first app would otherwise wait on NOT_COORDINATOR."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        from shared.kafka_clients import consumer as kafka_consumer
-        from shared.kafka_clients import transactional_producer
+        from shared.runtime.kafka_clients import consumer as kafka_consumer
+        from shared.runtime.kafka_clients import transactional_producer
 
         bootstrap = self.config.bootstrap_servers
         producer = transactional_producer(bootstrap, "statewise-broker-warmup", log_level=0)
@@ -157,7 +157,7 @@ class LocalBroker:
     def _java(self) -> list[str]:
         if not any(BROKER_JARS.glob("*.jar")):
             raise BrokerError(f"no broker jars in {BROKER_JARS}: run scripts/bootstrap")
-        from shared.jvm_archive import broker_java_options
+        from shared.runtime.jvm_archive import broker_java_options
 
         log4j = REPO_ROOT / "deploy" / "kafka" / "log4j2.yaml"
         # A training run (java_options) writes the archive: it must not map one as well.

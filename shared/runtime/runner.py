@@ -17,12 +17,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from shared.app import AppDefinition
-from shared.checkpoint import offset_log_metadata, query_id
-from shared.faults import FaultPlan
-from shared.kafka_clients import connection
-from shared.kafka_io import EVENT_TIME, SOURCE, read_topics
-from shared.pipeline import LATE_EVENT_TIME, assemble
+from shared.app.definition import AppDefinition
+from shared.runtime.checkpoint import offset_log_metadata, query_id
+from shared.runtime.fault_plan import FaultPlan
+from shared.runtime.kafka_clients import connection
+from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
+from shared.runtime.pipeline import LATE_EVENT_TIME, assemble
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
 
@@ -116,10 +116,10 @@ def bucket_labels(spark: SparkSession, app: AppDefinition, settings: PlatformSet
 def worker_modules(app: AppDefinition) -> tuple[str, ...]:
     """What the app's Python workers import: the module of its keyed processor's factory
     or of its builder, which imports its processors, and the layer's operator modules
-    (the workers' daemon imports them before forking: shared/worker_daemon.py)."""
+    (the workers' daemon imports them before forking: shared/runtime/worker_daemon.py)."""
     if app.keyed is not None:
         return (app.keyed.processor.__module__, "shared.keyed.bucketed_spark",
-                "shared.json_encode")
+                "shared.runtime.json_encode")
     return (app.build.__module__,)
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from confluent_kafka import TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
-from shared import kafka_clients
-from shared.app import AppDefinition
-from shared.kafka_io import SOURCE, decode
+from shared.app.definition import AppDefinition
+from shared.runtime import kafka_clients
+from shared.runtime.kafka_io import SOURCE, decode
 from shared.settings import PlatformSettings
 
 SAMPLE_RECORDS = 20_000

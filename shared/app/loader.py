@@ -4,7 +4,7 @@
   its ``AppDefinition`` (this project's own apps: pyproject.toml), or
 - as an **app folder**: a sub-package ``apps/NAME/`` of the source tree with an ``app.py``
   whose ``APP`` is the app's definition. ``statewise new NAME`` writes one
-  (shared/new_app.py), and it appears in every command with no other file edited. A
+  (shared/cli/new_app.py), and it appears in every command with no other file edited. A
   folder whose module an entry point names already is that entry point's app.
 
 An app that fails to load is an error naming it and its cause, never a silent omission:
@@ -22,7 +22,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Protocol
 
-from shared.app import AppDefinition
+from shared.app.definition import AppDefinition
 
 APP_ENTRY_POINTS = "statewise.apps"
 # The package whose sub-packages are app folders: the place, not any app in it.

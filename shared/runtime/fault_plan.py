@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from shared.processes import descendants
+from shared.ops.processes import descendants
 
 ENV_VAR = "STATEWISE_FAULTS"
 SCOPE_VAR = "STATEWISE_FAULTS_SCOPE"
@@ -168,7 +168,7 @@ def _kill_driver_from_worker(driver: DriverProcess, *, machine: bool, label: str
 def _kill_jvm_tree(label: str) -> None:
     from pyspark import SparkContext
 
-    from shared.processes import kill_tree
+    from shared.ops.processes import kill_tree
 
     process = getattr(SparkContext._gateway, "proc", None)  # None: no JVM started here
     if process is None:

@@ -1,0 +1,1 @@
+"""The ``statewise`` command line: one module per command."""

@@ -1,0 +1,2 @@
+"""Local operations: the Kafka broker, a Spark standalone cluster, detached processes,
+topic provisioning."""
