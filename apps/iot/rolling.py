@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed_order import sorted_by
+from shared.keyed.bucketed.order import sorted_by
 
 SLICE_ORDER = ("device_id", "metric", "at_ms")
 

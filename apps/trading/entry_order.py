@@ -97,7 +97,7 @@ def ties_settled(history: pd.DataFrame, order: np.ndarray, ranks: np.ndarray,
 
 
 def _sort_key(values: np.ndarray) -> np.ndarray:
-    """Integers as they are; strings by rank, a missing one last (as bucketed_order)."""
+    """Integers as they are; strings by rank, a missing one last (as bucketed.order)."""
     if values.dtype.kind in "biu":
         return values
     codes = pd.factorize(values, sort=True)[0]

@@ -29,7 +29,7 @@ from shared.cli.state_format import (
     summary_document,
     summary_text,
 )
-from shared.keyed.bucketed_spec import BucketedSpecError
+from shared.keyed.bucketed.spec import BucketedSpecError
 from shared.settings import add_arguments, from_namespace
 
 
@@ -85,7 +85,7 @@ def state_main(argv: Sequence[str], spark=None) -> int:
 
 def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
           args: argparse.Namespace) -> dict[str, Any]:
-    from shared.keyed.bucketed_read import latest_commit, read_key, read_summary
+    from shared.keyed.bucketed.read import latest_commit, read_key, read_summary
     from shared.runtime.checkpoint import offset_log_metadata
 
     batch_id = args.batch_id if args.batch_id is not None else latest_commit(spark, checkpoint)

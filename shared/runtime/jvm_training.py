@@ -34,8 +34,8 @@ def _sql(spark: SparkSession) -> None:
 def _keyed_stream(spark: SparkSession, checkpoint: str) -> None:
     """The layer's operator (transformWithStateInPandas on RocksDB, event-time timers)
     with a foreachBatch that writes through mapInArrow, as the runner does."""
-    from shared.keyed.bucketed_apply import apply_bucketed
-    from shared.keyed.bucketed_examples import SCORE_SCHEMA, RollingSpend
+    from shared.keyed.bucketed.apply import apply_bucketed
+    from shared.keyed.bucketed.examples import SCORE_SCHEMA, RollingSpend
 
     payments = (spark.readStream.format("rate").option("rowsPerSecond", 200).load()
                 .select(F.concat(F.lit("card-"), (F.col("value") % 50).cast("string"))

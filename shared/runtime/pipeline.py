@@ -27,8 +27,8 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 
 from shared.app.definition import AppDefinition, Output
 from shared.keyed.bucketed import apply_bucketed
-from shared.keyed.bucketed_envelopes import EnvelopeSpec, Route
-from shared.keyed.bucketed_spec import (
+from shared.keyed.bucketed.envelopes import EnvelopeSpec, Route
+from shared.keyed.bucketed.spec import (
     REJECT_COLUMN,
     SOURCE_HEADERS,
     SOURCE_KEY,

@@ -118,7 +118,7 @@ def worker_modules(app: AppDefinition) -> tuple[str, ...]:
     or of its builder, which imports its processors, and the layer's operator modules
     (the workers' daemon imports them before forking: shared/runtime/worker_daemon.py)."""
     if app.keyed is not None:
-        return (app.keyed.processor.__module__, "shared.keyed.bucketed_spark",
+        return (app.keyed.processor.__module__, "shared.keyed.bucketed.spark",
                 "shared.runtime.json_encode")
     return (app.build.__module__,)
 

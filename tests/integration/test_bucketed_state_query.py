@@ -25,14 +25,14 @@ from shared.keyed.bucketed import (
     read_bucket_stats,
     read_control,
 )
-from shared.keyed.bucketed_examples import (
+from shared.keyed.bucketed.examples import (
     BIG_AMOUNT,
     PAYMENT_SCHEMA,
     RULE_SCHEMA,
     SCORE_SCHEMA,
     RollingSpend,
 )
-from shared.keyed.bucketed_oracle import IDLE_MS, RollingSpendOracle
+from shared.keyed.bucketed.oracle import IDLE_MS, RollingSpendOracle
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from shared.keyed.bucket_labels import balanced_labels, identity_labels
-from shared.keyed.bucketed_spec import BucketedSpecError
+from shared.keyed.bucketed.spec import BucketedSpecError
 from shared.keyed.state_layout import LAYOUT_FILE, checkpoint_layout, labels_for_reading
 
 pytestmark = pytest.mark.integration

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shared.keyed.bucketed_caps import cap_history
-from shared.keyed.bucketed_examples import RollingSpend
-from shared.keyed.bucketed_order import sorted_by
+from shared.keyed.bucketed.caps import cap_history
+from shared.keyed.bucketed.examples import RollingSpend
+from shared.keyed.bucketed.order import sorted_by
 
 
 @pytest.mark.parametrize("seed", range(40))

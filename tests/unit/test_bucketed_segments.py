@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from shared.keyed import bucketed_tables as tables
-from shared.keyed.bucketed_examples import RollingSpend
-from shared.keyed.bucketed_hot import HotSegment
-from shared.keyed.bucketed_segments import COLD_HISTORY, IN_COLD, ColdSegment, hot_key_schema
-from shared.keyed.bucketed_spec import DUE_COLUMN, KEY_HASH_COLUMN, LAST_EVENT_MS
-from shared.keyed.bucketed_store import compact, shadow
+from shared.keyed.bucketed import tables
+from shared.keyed.bucketed.examples import RollingSpend
+from shared.keyed.bucketed.hot import HotSegment
+from shared.keyed.bucketed.segments import COLD_HISTORY, IN_COLD, ColdSegment, hot_key_schema
+from shared.keyed.bucketed.spec import DUE_COLUMN, KEY_HASH_COLUMN, LAST_EVENT_MS
+from shared.keyed.bucketed.store import compact, shadow
 
 SPEC = RollingSpend.spec
 

@@ -31,7 +31,7 @@ def test_a_module_that_fails_to_import_is_reported_not_raised():
 
 def test_the_app_processor_module_and_the_operator_are_what_workers_preload():
     assert worker_modules(FRAUD_APP) == (
-        "apps.fraud.app", "shared.keyed.bucketed_spark", "shared.runtime.json_encode")
+        "apps.fraud.app", "shared.keyed.bucketed.spark", "shared.runtime.json_encode")
 
 
 def test_local_sessions_fork_workers_from_the_preloading_daemon():

@@ -14,11 +14,11 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from shared.keyed.bucketed_codec import header_from_state, load
-from shared.keyed.bucketed_segments import HISTORY_N
-from shared.keyed.bucketed_spec import BUCKET_COLUMN, DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
-from shared.keyed.bucketed_store import compact
-from shared.keyed.bucketed_tables import (
+from shared.keyed.bucketed.codec import header_from_state, load
+from shared.keyed.bucketed.segments import HISTORY_N
+from shared.keyed.bucketed.spec import BUCKET_COLUMN, DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
+from shared.keyed.bucketed.store import compact
+from shared.keyed.bucketed.tables import (
     COLD_STATE,
     CONTROL_STATE,
     CONTROL_STATE_SCHEMA,

@@ -1,7 +1,7 @@
 """One key's state, and a bucket's summary, decoded from the stored value states (no Spark).
 
 The inputs are the value-state tuples Spark's state reader returns (or the in-memory
-handle holds): a bucket's header, its hot and its cold segment (bucketed_tables.py). A
+handle holds): a bucket's header, its hot and its cold segment (bucketed/tables.py). A
 key is looked up as a call of the query would: in the hot segment first (tombstones
 delete cold keys), then in the cold one by its hash. The summary decodes the key tables
 of the segments only, never their history blobs.
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed_cache import SegmentCache
-from shared.keyed.bucketed_codec import header_from_state, load
-from shared.keyed.bucketed_hot import HotSegment
-from shared.keyed.bucketed_segments import (
+from shared.keyed.bucketed.cache import SegmentCache
+from shared.keyed.bucketed.codec import header_from_state, load
+from shared.keyed.bucketed.hot import HotSegment
+from shared.keyed.bucketed.segments import (
     NO_DUE,
     ColdSegment,
     cold_key_schema,
@@ -27,9 +27,9 @@ from shared.keyed.bucketed_segments import (
     key_index,
     tomb_schema,
 )
-from shared.keyed.bucketed_spec import DUE_COLUMN, LAST_EVENT_MS, BucketedSpec
-from shared.keyed.bucketed_store import Header
-from shared.keyed.bucketed_tables import SEGMENT_SCHEMA, read_ipc
+from shared.keyed.bucketed.spec import DUE_COLUMN, LAST_EVENT_MS, BucketedSpec
+from shared.keyed.bucketed.store import Header
+from shared.keyed.bucketed.tables import SEGMENT_SCHEMA, read_ipc
 from shared.keyed.codec import RowCodec
 
 _SEGMENT = RowCodec(SEGMENT_SCHEMA)

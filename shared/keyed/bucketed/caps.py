@@ -15,13 +15,13 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed_spec import (
+from shared.keyed.bucketed.spec import (
     LAST_EVENT_MS,
     BucketedSpec,
     BucketOverflowError,
     Overflow,
 )
-from shared.keyed.bucketed_tables import StoredBucket
+from shared.keyed.bucketed.tables import StoredBucket
 
 log = logging.getLogger(__name__)
 

@@ -18,16 +18,16 @@ bucket's keys are one pandas table and an app writes whole-bucket functions inst
 This module gathers the public names; see shared/keyed/README.md for the design.
 """
 
-from shared.keyed.bucketed_apply import apply_bucketed, broadcast_control, bucket_of
-from shared.keyed.bucketed_harness import BucketedHarness
-from shared.keyed.bucketed_inspect import read_bucket_keys, read_bucket_stats, read_control
-from shared.keyed.bucketed_processor import (
+from shared.keyed.bucketed.apply import apply_bucketed, broadcast_control, bucket_of
+from shared.keyed.bucketed.harness import BucketedHarness
+from shared.keyed.bucketed.inspect import read_bucket_keys, read_bucket_stats, read_control
+from shared.keyed.bucketed.processor import (
     BucketContext,
     BucketedProcessor,
     BucketState,
     BucketUpdate,
 )
-from shared.keyed.bucketed_spec import (
+from shared.keyed.bucketed.spec import (
     EVENT_MS_COLUMN,
     LAST_EVENT_MS,
     BucketedSpec,

@@ -28,7 +28,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from shared.keyed.bucketed_spec import (
+from shared.keyed.bucketed.spec import (
     SOURCE_HEADERS,
     SOURCE_KEY,
     SOURCE_OFFSET,

@@ -2,14 +2,14 @@
 
 Per bucket and call this does a fixed handful of state calls, whatever the number of
 keys: one read of the bucket's small header, reads of its hot and cold segments only when
-this Python worker does not hold their content already (bucketed_cache), one of the
+this Python worker does not hold their content already (bucketed.cache), one of the
 control state, writes of what changed, and at most one timer delete and one register.
 The bucket's one event-time timer sits at the earliest due time of its keys (wake-ups the
 app asked for, idle expiries), so a bucket that receives no rows is still cleaned, and
 its pending decisions made, once the watermark passes.
 
 Outputs leave either typed (the query's output schema) or, on the pipeline's single path,
-as Kafka envelopes with the dead letters and late records (bucketed_envelopes).
+as Kafka envelopes with the dead letters and late records (bucketed.envelopes).
 """
 
 from __future__ import annotations
@@ -26,25 +26,25 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from shared.keyed.bucketed_call import CallResult, exact_dtypes, run_call
-from shared.keyed.bucketed_codec import (
+from shared.keyed.bucketed.call import CallResult, exact_dtypes, run_call
+from shared.keyed.bucketed.codec import (
     cold_to_state,
     header_from_state,
     header_to_state,
     hot_to_state,
     load,
 )
-from shared.keyed.bucketed_core import BatchClock
-from shared.keyed.bucketed_envelopes import EnvelopeSpec, envelope_rows
-from shared.keyed.bucketed_processor import BucketedProcessor
-from shared.keyed.bucketed_spec import (
+from shared.keyed.bucketed.core import BatchClock
+from shared.keyed.bucketed.envelopes import EnvelopeSpec, envelope_rows
+from shared.keyed.bucketed.processor import BucketedProcessor
+from shared.keyed.bucketed.spec import (
     CONTROL_PREFIX,
     IS_CONTROL_COLUMN,
     REJECT_COLUMN,
     BucketedSpecError,
 )
-from shared.keyed.bucketed_store import Header
-from shared.keyed.bucketed_tables import (
+from shared.keyed.bucketed.store import Header
+from shared.keyed.bucketed.tables import (
     COLD_STATE,
     CONTROL_STATE,
     CONTROL_STATE_SCHEMA,

@@ -5,17 +5,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from shared.keyed.bucketed_cache import SEGMENTS, SegmentCache, content_id
-from shared.keyed.bucketed_hot import HotSegment
-from shared.keyed.bucketed_segments import (
+from shared.keyed.bucketed.cache import SEGMENTS, SegmentCache, content_id
+from shared.keyed.bucketed.hot import HotSegment
+from shared.keyed.bucketed.segments import (
     ColdSegment,
     cold_key_schema,
     hot_key_schema,
     tomb_schema,
 )
-from shared.keyed.bucketed_spec import BucketedSpec, BucketedSpecError
-from shared.keyed.bucketed_store import LAYOUT, Header, Loaded
-from shared.keyed.bucketed_tables import HEADER_SCHEMA, SEGMENT_SCHEMA, read_ipc, write_ipc
+from shared.keyed.bucketed.spec import BucketedSpec, BucketedSpecError
+from shared.keyed.bucketed.store import LAYOUT, Header, Loaded
+from shared.keyed.bucketed.tables import HEADER_SCHEMA, SEGMENT_SCHEMA, read_ipc, write_ipc
 from shared.keyed.codec import RowCodec
 
 _HEADER = RowCodec(HEADER_SCHEMA)

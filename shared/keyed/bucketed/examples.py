@@ -24,13 +24,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from shared.keyed.bucketed_processor import (
+from shared.keyed.bucketed.processor import (
     BucketContext,
     BucketedProcessor,
     BucketState,
     BucketUpdate,
 )
-from shared.keyed.bucketed_spec import EVENT_MS_COLUMN, BucketedSpec, ControlSpec, HistorySpec
+from shared.keyed.bucketed.spec import EVENT_MS_COLUMN, BucketedSpec, ControlSpec, HistorySpec
 
 PAYMENT_SCHEMA = StructType([
     StructField("card", StringType(), True),

@@ -25,12 +25,12 @@ import pandas as pd
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
-from shared.keyed.bucketed_call import CallResult
-from shared.keyed.bucketed_codec import header_from_state, load
-from shared.keyed.bucketed_processor import BucketedProcessor
-from shared.keyed.bucketed_segments import HISTORY_N
-from shared.keyed.bucketed_spark import BucketedStatefulProcessor, InputLayout
-from shared.keyed.bucketed_spec import (
+from shared.keyed.bucketed.call import CallResult
+from shared.keyed.bucketed.codec import header_from_state, load
+from shared.keyed.bucketed.processor import BucketedProcessor
+from shared.keyed.bucketed.segments import HISTORY_N
+from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout
+from shared.keyed.bucketed.spec import (
     BUCKET_COLUMN,
     CONTROL_PREFIX,
     DUE_COLUMN,
@@ -41,8 +41,8 @@ from shared.keyed.bucketed_spec import (
     SOURCE_OFFSET,
     SOURCE_PARTITION,
 )
-from shared.keyed.bucketed_store import Header, compact
-from shared.keyed.bucketed_tables import (
+from shared.keyed.bucketed.store import Header, compact
+from shared.keyed.bucketed.tables import (
     COLD_STATE,
     CONTROL_STATE,
     HEADER_STATE,

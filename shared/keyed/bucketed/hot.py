@@ -1,9 +1,9 @@
-"""The hot segment: the keys changed since the last compaction (bucketed_segments.py).
+"""The hot segment: the keys changed since the last compaction (bucketed/segments.py).
 
 Kept as Arrow tables with, per history row, the row of its key (``history_keys``): a call
 picks its keys' history out by row numbers, and :meth:`HotSegment.replaced` drops the
 rows a call rewrote and appends the new ones without hashing or converting any other
-key. Keys are found by their hash (bucketed_keys.find_rows), as in the cold segment.
+key. Keys are found by their hash (bucketed.keys.find_rows), as in the cold segment.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.keyed.bucketed_keys import find_rows, key_index, key_values, table_key_index
-from shared.keyed.bucketed_segments import (
+from shared.keyed.bucketed.keys import find_rows, key_index, key_values, table_key_index
+from shared.keyed.bucketed.segments import (
     COLD_HISTORY,
     IN_COLD,
     empty_segment,
@@ -26,8 +26,8 @@ from shared.keyed.bucketed_segments import (
     ints,
     tomb_schema,
 )
-from shared.keyed.bucketed_spec import DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
-from shared.keyed.bucketed_tables import arrow_table, to_frame
+from shared.keyed.bucketed.spec import DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
+from shared.keyed.bucketed.tables import arrow_table, to_frame
 
 _NO_ROWS = np.empty(0, dtype=np.int64)
 
@@ -45,7 +45,7 @@ class HotSegment:
     # The rows of the cold segment ``shadow_of`` that its keys and tombstones replace,
     # ascending, kept call after call (None for a segment just decoded). Not a function
     # of this segment's bytes alone, which name it in the cache: it holds only for that
-    # cold segment (bucketed_store.shadow checks, else looks the rows up).
+    # cold segment (bucketed.store.shadow checks, else looks the rows up).
     shadow: np.ndarray | None = None
     shadow_of: weakref.ref | None = None
 

@@ -29,10 +29,10 @@ from pyspark.sql.types import (
 )
 
 from shared.keyed.apply import _has_watermark, _spark_duration
-from shared.keyed.bucketed_envelopes import ENVELOPE_SCHEMA, EnvelopeSpec
-from shared.keyed.bucketed_processor import BucketedProcessor
-from shared.keyed.bucketed_spark import BucketedStatefulProcessor, InputLayout
-from shared.keyed.bucketed_spec import (
+from shared.keyed.bucketed.envelopes import ENVELOPE_SCHEMA, EnvelopeSpec
+from shared.keyed.bucketed.processor import BucketedProcessor
+from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout
+from shared.keyed.bucketed.spec import (
     BUCKET_COLUMN,
     CONTROL_PREFIX,
     EVENT_MS_COLUMN,

@@ -5,8 +5,8 @@
    or behind the watermark of the bucket's previous call are late: that is the
    watermark at which the bucket last made decisions, so a row behind it could change
    one already written, and a row ahead of it cannot.
-2. The keys the call concerns are gathered (bucketed_store.gather), the processor runs on
-   them (bucketed_core), they go back into the hot segment, and the hot segment is
+2. The keys the call concerns are gathered (bucketed.store.gather), the processor runs on
+   them (bucketed.core), they go back into the hot segment, and the hot segment is
    folded into the cold one once large enough, enforcing the bucket's row cap.
 3. The header gets its counters, the earliest due time (the bucket's one timer) and the
    watermark of this call.
@@ -19,19 +19,19 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed_caps import enforce_bucket_cap
-from shared.keyed.bucketed_core import BatchClock, merge_control, run_bucket_batch
-from shared.keyed.bucketed_hot import HotSegment
-from shared.keyed.bucketed_processor import BucketedProcessor
-from shared.keyed.bucketed_segments import ColdSegment, key_index
-from shared.keyed.bucketed_spec import (
+from shared.keyed.bucketed.caps import enforce_bucket_cap
+from shared.keyed.bucketed.core import BatchClock, merge_control, run_bucket_batch
+from shared.keyed.bucketed.hot import HotSegment
+from shared.keyed.bucketed.processor import BucketedProcessor
+from shared.keyed.bucketed.segments import ColdSegment, key_index
+from shared.keyed.bucketed.spec import (
     EVENT_MS_COLUMN,
     KEY_HASH_COLUMN,
     REJECT_COLUMN,
     BucketedSpec,
     BucketedSpecError,
 )
-from shared.keyed.bucketed_store import (
+from shared.keyed.bucketed.store import (
     Header,
     Loaded,
     cold_due,
@@ -42,7 +42,7 @@ from shared.keyed.bucketed_store import (
     needs_compaction,
     with_counts,
 )
-from shared.keyed.bucketed_tables import StoredBucket
+from shared.keyed.bucketed.tables import StoredBucket
 
 MISSING_KEY = "missing key: a key column is null"
 
