@@ -1,7 +1,7 @@
 """When a bucket's hot segment is folded into its cold one (bucketed.store.needs_compaction),
 checked on the in-memory harness against the plain-Python oracle: a few busy keys holding
 long histories, rewritten every call, do not make every call compact the bucket; rows
-left untouched still do."""
+left untouched and cold rows left dead still do."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from shared.keyed.bucketed import BucketedHarness, HistorySpec
 from shared.keyed.bucketed.cache import SegmentCache
 from shared.keyed.bucketed.codec import load
 from shared.keyed.bucketed.examples import SCORE_SCHEMA, RollingSpend
-from shared.keyed.bucketed.oracle import RollingSpendOracle
+from shared.keyed.bucketed.oracle import IDLE_MS, RollingSpendOracle
 from shared.keyed.bucketed.store import MIN_HOT_ROWS, Header
 from shared.keyed.bucketed.tables import COLD_STATE, HOT_STATE
 
@@ -106,6 +106,20 @@ def test_rows_no_call_rewrites_any_more_still_compact_the_bucket() -> None:
     assert pair.header.cold_id != cold_id and not _decoded(pair).hot.rows
     assert pair.header.cold_keys == 203
     busy_call(pair, 4)
+    pair.check_keys()
+
+
+def test_cold_rows_of_deleted_keys_compact_the_bucket_once_they_outweigh_the_live_ones(
+        ) -> None:
+    """Tombstones are a row each however much history their keys had in the cold segment:
+    the dead rows they leave there compact the bucket once they outweigh the live rows."""
+    pair = Pair()
+    pair.run([_pay(f"d{k}", T0 + i, 1.0) for k in range(30) for i in range(100)])
+    assert pair.header.cold_keys == 30  # 30 x (1 + 100) rows: compacted
+    pair.run([_pay("alive", T0 + 9 * MINUTE, 1.0)])
+    assert pair.header.cold_keys == 30
+    pair.advance_watermark(T0 + IDLE_MS + 30_000)  # the 30 cards expire: 30 tombstones
+    assert pair.header.cold_keys == 1 and not _decoded(pair).hot.rows
     pair.check_keys()
 
 

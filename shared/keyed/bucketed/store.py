@@ -40,10 +40,12 @@ from shared.keyed.bucketed.tables import StoredBucket, arrow_table, to_frame
 
 LAYOUT = 2  # the stored layout's version, checked on load
 # The hot segment is folded into the cold one once the rows it carries along (all but those
-# a call rewrote for keys that held state) pass max(MIN_HOT_ROWS, HOT_FRACTION x cold)
-# (needs_compaction).
+# a call rewrote for keys the bucket held) pass max(MIN_HOT_ROWS, HOT_FRACTION x cold), or
+# once the cold rows it shadows pass max(MIN_HOT_ROWS, DEAD_PER_LIVE x the bucket's live
+# rows) (needs_compaction).
 MIN_HOT_ROWS = 2_048
 HOT_FRACTION = 0.125
+DEAD_PER_LIVE = 2
 
 
 @dataclass(frozen=True)
@@ -177,19 +179,35 @@ def counts(cold: ColdSegment, hot: HotSegment) -> tuple[int, int]:
     return keys, history
 
 
+def shadowed_rows(hot: HotSegment) -> int:
+    """Rows of the cold segment (keys and history) that the hot segment replaces: dead
+    weight until the next compaction."""
+    shadowed = hot.in_cold
+    return (int(shadowed.sum()) + int(hot.cold_history[shadowed].sum()) + hot.tomb_count
+            + int(hot.tomb_cold_history.sum()))
+
+
 def needs_compaction(cold: ColdSegment, hot: HotSegment) -> bool:
     """Whether the hot segment, just written by a call, should be folded into the cold one.
 
-    When the rows a later call would copy along without changing them (keys the call did
-    not touch, keys it created, tombstones) outgrow max(MIN_HOT_ROWS, HOT_FRACTION x
-    cold). Rows the call rewrote for keys that held state do not count: a few busy keys
-    can hold more history than that bound, and folding them in every call rewrote the
-    whole bucket each time while the next call rewrote them into the hot segment again.
-    They count from the first call that leaves them untouched, so the hot segment holds
-    at most the bound plus the rows of one call's keys.
+    1. When the rows a later call would copy along without changing them (keys the call
+       did not touch, keys it created, tombstones) outgrow max(MIN_HOT_ROWS, HOT_FRACTION
+       x cold). Rows the call rewrote for keys that held state do not count: a few busy
+       keys can hold more history than that bound, and folding them in every call
+       rewrote the whole bucket each time while the next call rewrote them into the hot
+       segment again. They count from the first call that leaves them untouched, so the
+       hot segment holds at most the bound plus the rows of one call's keys.
+    2. When the cold rows the hot segment shadows (keys rewritten or deleted since, a
+       tombstone counting one row for its key's whole history) outgrow max(MIN_HOT_ROWS,
+       DEAD_PER_LIVE x the bucket's live rows): dead weight that rule 1 does not see. Shadowed
+       rows are cold rows, so this fires only once the live rows fell below half the
+       cold segment: not for busy keys rewritten every call whose history goes up and
+       down (they shadow about their own size), and at most once per halving.
     """
     carried = hot.rows - hot.rewritten_rows
-    return carried > max(MIN_HOT_ROWS, HOT_FRACTION * (cold.key_count + cold.history_rows))
+    if carried > max(MIN_HOT_ROWS, HOT_FRACTION * (cold.key_count + cold.history_rows)):
+        return True
+    return shadowed_rows(hot) > max(MIN_HOT_ROWS, DEAD_PER_LIVE * sum(counts(cold, hot)))
 
 
 def shadow(cold: ColdSegment, hot: HotSegment) -> np.ndarray:
