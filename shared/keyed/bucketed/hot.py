@@ -48,6 +48,12 @@ class HotSegment:
     # cold segment (bucketed.store.shadow checks, else looks the rows up).
     shadow: np.ndarray | None = None
     shadow_of: weakref.ref | None = None
+    # Rows that the call which made this segment rewrote for keys that held state before
+    # it: such keys are the busy ones, likely rewritten by the next call too, so folding
+    # them into the cold segment would save no rewriting (bucketed.store.needs_compaction,
+    # which reads it on the segment bucketed.store.merge just made). Not stored: 0 for a
+    # decoded segment, which is never judged for compaction before a call replaces it.
+    rewritten_rows: int = 0
 
     @classmethod
     def stored(cls, keys: pa.Table, history: pa.Table | None, tombs: pa.Table,
@@ -78,10 +84,11 @@ class HotSegment:
 
     def replaced(self, dropped: np.ndarray, dropped_tombs: np.ndarray, keys: pa.Table,
                  history: pa.Table | None, history_keys: np.ndarray, tombs: pa.Table | None,
-                 shadow: np.ndarray, cold: object) -> HotSegment:
+                 shadow: np.ndarray, cold: object, rewritten_rows: int = 0) -> HotSegment:
         """Without its rows ``dropped`` and tombstones ``dropped_tombs``, with ``keys``,
         their ``history`` (``history_keys``: rows of ``keys``) and ``tombs`` appended;
-        ``shadow``: the rows of ``cold`` they all replace."""
+        ``shadow``: the rows of ``cold`` they all replace; ``rewritten_rows``: how many of
+        the rows appended belong to keys that held state before the call."""
         keep = np.ones(self.key_count, dtype=bool)
         keep[dropped] = False
         kept = np.flatnonzero(keep)
@@ -97,7 +104,7 @@ class HotSegment:
         keep_tombs[dropped_tombs] = False
         tombs_table = _concat(self.tombs_table, np.flatnonzero(keep_tombs), tombs)
         return HotSegment(table, history_table, tombs_table, key_rows, self.key_columns, shadow,
-                          weakref.ref(cold))
+                          weakref.ref(cold), rewritten_rows)
 
     @property
     def key_count(self) -> int:

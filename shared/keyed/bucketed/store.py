@@ -39,9 +39,13 @@ from shared.keyed.bucketed.spec import (
 from shared.keyed.bucketed.tables import StoredBucket, arrow_table, to_frame
 
 LAYOUT = 2  # the stored layout's version, checked on load
-# The hot segment is folded into the cold one past max(MIN_HOT_ROWS, HOT_FRACTION x cold).
+# The hot segment is folded into the cold one once the rows it carries along (all but those
+# a call rewrote for keys the bucket held) pass max(MIN_HOT_ROWS, HOT_FRACTION x cold), or
+# once the cold rows it shadows pass max(MIN_HOT_ROWS, DEAD_PER_LIVE x the bucket's live
+# rows) (needs_compaction).
 MIN_HOT_ROWS = 2_048
 HOT_FRACTION = 0.125
+DEAD_PER_LIVE = 2
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,18 @@ def merge(loaded: Loaded, spec: BucketedSpec, working: Working, result: StoredBu
     # Keys read from the cold segment now replace their cold rows (hot row or tombstone).
     replaced = np.union1d(working.shadow, working.cold_rows[working.cold_rows >= 0])
     return loaded.hot.replaced(hot_rows[hot_rows >= 0], tomb_rows[tomb_rows >= 0], rows,
-                               history, history_keys, tombs, replaced, loaded.cold)
+                               history, history_keys, tombs, replaced, loaded.cold,
+                               _rewritten_rows(working, at, history_keys))
+
+
+def _rewritten_rows(working: Working, at: np.ndarray, history_keys: np.ndarray) -> int:
+    """Rows written back (key rows and history rows) for result keys (``at``: their places
+    among the working keys) that held state before the call, in either segment; not
+    keys the call created or brought back over a tombstone."""
+    held = (working.hot_rows[at] >= 0) | (working.cold_rows[at] >= 0)
+    if not held.any():
+        return 0
+    return int(held.sum()) + int(held[history_keys].sum())
 
 
 def counts(cold: ColdSegment, hot: HotSegment) -> tuple[int, int]:
@@ -164,8 +179,35 @@ def counts(cold: ColdSegment, hot: HotSegment) -> tuple[int, int]:
     return keys, history
 
 
+def shadowed_rows(hot: HotSegment) -> int:
+    """Rows of the cold segment (keys and history) that the hot segment replaces: dead
+    weight until the next compaction."""
+    shadowed = hot.in_cold
+    return (int(shadowed.sum()) + int(hot.cold_history[shadowed].sum()) + hot.tomb_count
+            + int(hot.tomb_cold_history.sum()))
+
+
 def needs_compaction(cold: ColdSegment, hot: HotSegment) -> bool:
-    return hot.rows > max(MIN_HOT_ROWS, HOT_FRACTION * (cold.key_count + cold.history_rows))
+    """Whether the hot segment, just written by a call, should be folded into the cold one.
+
+    1. When the rows a later call would copy along without changing them (keys the call
+       did not touch, keys it created, tombstones) outgrow max(MIN_HOT_ROWS, HOT_FRACTION
+       x cold). Rows the call rewrote for keys that held state do not count: a few busy
+       keys can hold more history than that bound, and folding them in every call
+       rewrote the whole bucket each time while the next call rewrote them into the hot
+       segment again. They count from the first call that leaves them untouched, so the
+       hot segment holds at most the bound plus the rows of one call's keys.
+    2. When the cold rows the hot segment shadows (keys rewritten or deleted since, a
+       tombstone counting one row for its key's whole history) outgrow max(MIN_HOT_ROWS,
+       DEAD_PER_LIVE x the bucket's live rows): dead weight that rule 1 does not see. Shadowed
+       rows are cold rows, so this fires only once the live rows fell below half the
+       cold segment: not for busy keys rewritten every call whose history goes up and
+       down (they shadow about their own size), and at most once per halving.
+    """
+    carried = hot.rows - hot.rewritten_rows
+    if carried > max(MIN_HOT_ROWS, HOT_FRACTION * (cold.key_count + cold.history_rows)):
+        return True
+    return shadowed_rows(hot) > max(MIN_HOT_ROWS, DEAD_PER_LIVE * sum(counts(cold, hot)))
 
 
 def shadow(cold: ColdSegment, hot: HotSegment) -> np.ndarray:
