@@ -46,7 +46,9 @@ def accepted_rows(spark: SparkSession, app: AppDefinition, settings: PlatformSet
     spec = app.input_topic
     staged = parse(read_topics(spark, settings, (spec,)), spec.schema)
     gate = quality_gate(app, settings)
-    quality = gate.reason(staged) if gate is not None else None
+    quality = None
+    if gate is not None:  # the extra columns of its reference joins go with the select
+        staged, quality = gate.annotate(staged)
     ok: Column = F.col(DECODE_REASON).isNull()
     if quality is not None:
         ok = ok & F.when(F.col(DECODE_REASON).isNull(), quality).isNull()
