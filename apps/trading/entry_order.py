@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from shared.keyed.bucketed.order import sort_key
+
 _TIE_BREAKERS = ("event_us", "venue", "seq", "trade_id")  # after instrument, event ms
 
 
@@ -90,15 +92,8 @@ def ties_settled(history: pd.DataFrame, order: np.ndarray, ranks: np.ndarray,
     run = np.cumsum(np.r_[True, ~same]) - 1
     at = np.flatnonzero(tied)
     rows = order[at]
-    keys = [_sort_key(history[name].to_numpy()[rows]) for name in reversed(_TIE_BREAKERS)]
+    keys = [sort_key(history[name].to_numpy()[rows]) for name in reversed(_TIE_BREAKERS)]
     settled = order.copy()
     settled[at] = rows[np.lexsort((*keys, run[at]))]  # np.lexsort: the last key is primary
     return settled
 
-
-def _sort_key(values: np.ndarray) -> np.ndarray:
-    """Integers as they are; strings by rank, a missing one last (as bucketed.order)."""
-    if values.dtype.kind in "biu":
-        return values
-    codes = pd.factorize(values, sort=True)[0]
-    return np.where(codes < 0, np.iinfo(np.int64).max, codes)

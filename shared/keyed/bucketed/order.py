@@ -36,7 +36,7 @@ def _order(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
         if not tied.any():
             break
         rows = order[tied]
-        key = _sort_key(pd.Series(frame[name].to_numpy()[rows]))
+        key = sort_key(frame[name].to_numpy()[rows])
         within = np.lexsort((key, group[tied]))  # np.lexsort: the last key is primary
         order[tied] = rows[within]
         ranked = np.zeros(len(frame), dtype=key.dtype)
@@ -64,8 +64,10 @@ def sortable_columns(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[s
     return names
 
 
-def _sort_key(column: pd.Series) -> np.ndarray:
-    values = column.to_numpy()
+def sort_key(values: np.ndarray) -> np.ndarray:
+    """Numbers ``np.lexsort`` orders as pandas' stable sort orders ``values``: integers as
+    they are, floats with NaN last, times as integers, anything else by rank, a missing
+    one last."""
     if values.dtype.kind in "biu":
         return values
     if values.dtype.kind == "f":
