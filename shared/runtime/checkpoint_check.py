@@ -41,8 +41,8 @@ class CheckpointDamaged(Exception):
 
 def way_out(app: str | None) -> str:
     name = app or "APP"
-    return ("The query was not started on it (it would start on wrong state or fail "
-            f"again). Way out: restore the app from a savepoint (statewise restore {name} "
+    return ("A restart on it would fail again or run on wrong state: do not restart. "
+            f"Way out: restore the app from a savepoint (statewise restore {name} "
             "--from SAVEPOINT), or start it on a new checkpoint (move this folder away "
             "or set --checkpoint-dir) to read its input again from its starting offsets. "
             "Keep the damaged folder for inspection")

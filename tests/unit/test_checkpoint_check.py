@@ -216,3 +216,16 @@ def test_other_failures_are_not_damage(checkpoint: Path):
     write_failure = CapturedLike("No space left on device",
                                  f"java.io.IOException: writing {checkpoint}/offsets/4")
     assert damage_in(write_failure, LocalFiles(checkpoint)) is None
+
+
+def test_statewise_reports_damage_and_exits_do_not_restart(monkeypatch, capsys):
+    from shared.cli import main as cli
+    from shared.runtime.checkpoint_check import DO_NOT_RESTART
+
+    def run(argv):
+        raise CheckpointDamaged("/cp/fraud/commits/7", "is empty", "fraud")
+
+    monkeypatch.setitem(cli.COMMANDS, "run", ("run an app", run))
+    assert cli.main(["run", "fraud"]) == DO_NOT_RESTART == 78
+    err = capsys.readouterr().err
+    assert "/cp/fraud/commits/7: is empty" in err and "statewise restore fraud" in err
