@@ -53,6 +53,21 @@ class OneOf:
         raise ValueError(f"not {self.__name__}")
 
 
+class AtLeast:
+    """A setting's converter for an integer with a lower bound (Spark refuses some values
+    only when a query starts: refused here, with the setting's name, instead)."""
+
+    def __init__(self, minimum: int) -> None:
+        self.minimum = minimum
+        self.__name__ = f"an integer of at least {minimum}"  # argparse says it
+
+    def __call__(self, text: str) -> int:
+        value = int(text)
+        if value < self.minimum:
+            raise ValueError(f"not {self.__name__}")
+        return value
+
+
 @dataclass(frozen=True)
 class PlatformSettings:
     """Settings every Statewise app shares: where Kafka and Spark are, where state lives."""
@@ -90,6 +105,14 @@ class PlatformSettings:
     rocksdb_memory_mb: int = setting(
         500, "STATEWISE_ROCKSDB_MEMORY_MB",
         "bound on RocksDB memory per executor (block cache and write buffers)")
+    # Spark keeps this many committed batches of state versions, offsets and commits; a
+    # snapshot older than them is kept as long as a retained version needs it.
+    checkpoint_retained_batches: int = setting(
+        30, "STATEWISE_CHECKPOINT_RETAINED_BATCHES",
+        "committed batches whose state, offsets and commits the checkpoint keeps "
+        "(Spark's minBatchesToRetain): how far back a restart can roll a checkpoint; "
+        "older files are deleted by state maintenance and at each batch. At least 1",
+        convert=AtLeast(1))
     quality_interval_s: float = setting(
         300.0, "STATEWISE_QUALITY_INTERVAL_S",
         "seconds between full great-expectations validations of a sample (0 = off)")

@@ -32,6 +32,7 @@ from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
 from shared.ops.topics import BrokerUnreachable
 from shared.runtime import kafka_clients
+from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged
 from shared.runtime.kafka_clients import KafkaSecurityError
 from shared.settings import (
     EnvironmentValueError,
@@ -97,7 +98,11 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool) -> int
     log.info("%s: Spark session up", app.name)
     start_python_workers(spark)
     _add_metrics_listener(spark, settings)
-    running = start(spark, app, settings, available_now=available_now)
+    try:
+        running = start(spark, app, settings, available_now=available_now)
+    except CheckpointDamaged:
+        spark.stop()
+        raise
     monitor = None if available_now or app.quality_suite is None else \
         start_quality_monitor(spark, app, settings)
     log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
@@ -331,6 +336,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokerUnreachable as error:
         print(f"statewise: {error}; {START_A_BROKER}", file=sys.stderr)
         return 1
+    except CheckpointDamaged as error:  # a restart would meet the same damage
+        print(f"statewise: {error}", file=sys.stderr)
+        return DO_NOT_RESTART
 
 
 if __name__ == "__main__":

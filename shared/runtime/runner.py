@@ -19,6 +19,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from shared.app.definition import AppDefinition
 from shared.runtime.checkpoint import offset_log_metadata, query_id
+from shared.runtime.checkpoint_check import CheckpointDamaged, check_checkpoint, damage_in
+from shared.runtime.checkpoint_files import HadoopFiles
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import connection
 from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
@@ -152,8 +154,10 @@ def event_time_bound(app: AppDefinition):
 
 def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *,
           available_now: bool = False, faults: FaultPlan | None = None) -> RunningApp:
-    """Start the app's streaming query; returns at once."""
+    """Start the app's streaming query; returns at once. Raises
+    ``checkpoint_check.CheckpointDamaged``, before anything starts, on a damaged checkpoint."""
     checkpoint = checkpoint_path(app, settings)
+    verify_checkpoint(spark, app, checkpoint)
     raw = read_topics(spark, settings, app.topics.inputs)
     control = app.topics.control
     control_raw = (read_topics(spark, settings, (control,), whole_topic=True)
@@ -169,6 +173,27 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     else:
         stream = stream.trigger(processingTime=settings.trigger_interval)
     return RunningApp(stream.start(), writer)
+
+
+def verify_checkpoint(spark: SparkSession, app: AppDefinition, checkpoint: str) -> None:
+    """The checkpoint check (shared/runtime/checkpoint_check.py), through Hadoop's
+    filesystem API: the same code for a local folder, HDFS or an object store."""
+    checked = check_checkpoint(HadoopFiles(spark, checkpoint), app.name)
+    if checked.newest_offsets is not None:
+        log.info("%s: checkpoint checked: batch %s planned, %s committed; state version %s "
+                 "in %s stores", app.name, checked.newest_offsets, checked.newest_commit,
+                 checked.state_version, checked.stores)
+
+
+def failure(running: RunningApp) -> BaseException | None:
+    """The query's failure, as ``CheckpointDamaged`` when Spark's error names a damaged
+    file of the checkpoint (found only as a batch read it)."""
+    error = running.query.exception()
+    if error is None:
+        return None
+    writer = running.writer
+    files = HadoopFiles(writer.spark, writer.checkpoint)
+    return damage_in(error, files, writer.app.name) or error
 
 
 def run_until_stopped(running: RunningApp, stop_requested: threading.Event | None = None
@@ -190,5 +215,8 @@ def run_until_stopped(running: RunningApp, stop_requested: threading.Event | Non
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         running.stop()
-    if running.query.exception() is not None:
-        raise RuntimeError(f"query {running.query.name} failed") from running.query.exception()
+    error = failure(running)
+    if error is not None:
+        if isinstance(error, CheckpointDamaged):
+            raise error
+        raise RuntimeError(f"query {running.query.name} failed") from error

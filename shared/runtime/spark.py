@@ -51,10 +51,16 @@ ROCKSDB_CONF: dict[str, str] = {
     # See docs/operations.md, "Restart time".
     "spark.sql.streaming.stateStore.minDeltasForSnapshot": "5",
     "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
-    # Versions of state, offsets and commits kept (with the snapshot they need): enough
-    # to roll back a few dozen batches; nothing here reads older ones.
-    "spark.sql.streaming.minBatchesToRetain": "30",
 }
+
+
+def retention_conf(settings: PlatformSettings) -> dict[str, str]:
+    """How much history a checkpoint keeps (docs/operations.md, "Checkpoint retention").
+    minBatchesToRetain bounds state versions (with the snapshot the oldest needs), offsets
+    and commits alike; maintenance may leave a few more behind to delete them in fewer
+    rounds (ratioExtraSpaceAllowedInCheckpoint, Spark's default kept). How often a
+    snapshot is made and uploaded is ROCKSDB_CONF's (tuned for restart time)."""
+    return {"spark.sql.streaming.minBatchesToRetain": str(settings.checkpoint_retained_batches)}
 
 
 class MissingJarsError(RuntimeError):
@@ -120,6 +126,7 @@ def session_conf(settings: PlatformSettings, app_name: str,
         "spark.scheduler.mode": "FAIR",
         **CHECKPOINT_FIXED_CONF,
         **ROCKSDB_CONF,
+        **retention_conf(settings),
     }
     if settings.spark_master.startswith("local"):
         # Nothing listens beyond loopback on a developer machine.

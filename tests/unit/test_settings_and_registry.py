@@ -64,3 +64,16 @@ def test_settings_round_trip_through_their_environment_variables():
 
     settings = from_env(FraudSettings, {}, state_partitions=3, spark_ui=True, velocity_count=7)
     assert load(FraudSettings, [], to_environment(settings)) == settings
+
+
+def test_checkpoint_retention_reaches_the_session_and_refuses_zero():
+    from shared.runtime.spark import session_conf
+    from shared.settings import EnvironmentValueError
+
+    settings = load(PlatformSettings, ["--checkpoint-retained-batches", "12"], {})
+    assert session_conf(settings, "t")["spark.sql.streaming.minBatchesToRetain"] == "12"
+    assert load(PlatformSettings, [], {}).checkpoint_retained_batches == 30
+    with pytest.raises(EnvironmentValueError, match="at least 1"):
+        load(PlatformSettings, [], {"STATEWISE_CHECKPOINT_RETAINED_BATCHES": "0"})
+    with pytest.raises(SystemExit):  # argparse: "not an integer of at least 1"
+        load(PlatformSettings, ["--checkpoint-retained-batches", "0"], {})

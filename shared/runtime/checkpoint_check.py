@@ -1,0 +1,226 @@
+"""Checking a checkpoint before its query starts: what Spark will read on restart.
+
+Spark finds some damage only once a batch runs and some never: a missing commit makes
+it re-run or skip batches with a warning, a missing ``metadata`` file gives the query a
+new id (and so a new transactional writer). Run before the query, this check reads the
+newest offsets and commits and the metadata, then each state store's files for the
+version Spark will load (checkpoint_state_check.py). Damage raises
+:class:`CheckpointDamaged`, naming the file, what is wrong and the way out; the command
+line exits with :data:`DO_NOT_RESTART`, so that a supervisor does not restart the app on
+the same damage again and again. Damage Spark finds only when it reads a file's content
+is translated by :func:`damage_in`.
+
+Spark's log files (offsets/N, commits/N): a version line ("v1") then JSON lines; an
+offsets entry is the batch's metadata then one line per source ("-": none).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+
+from shared.runtime.checkpoint_files import CheckpointFiles, UnreadableFile, full_path
+
+log = logging.getLogger(__name__)
+
+# sysexits' EX_CONFIG: the input is wrong, a restart cannot help (docs/operations.md).
+DO_NOT_RESTART = 78
+_VERSION_LINE = re.compile(r"^v\d+$")
+_VERSIONED_FILE = re.compile(r"^\d+(_[0-9A-Za-z-]+)?\.(zip|changelog|delta|snapshot)$")
+
+
+class CheckpointDamaged(Exception):
+    """A checkpoint file Spark would read on restart is missing or corrupt."""
+
+    def __init__(self, file: str, problem: str, app: str | None = None) -> None:
+        self.file, self.problem = file, problem
+        super().__init__(f"damaged checkpoint: {file}: {problem}. {way_out(app)}")
+
+
+def way_out(app: str | None) -> str:
+    name = app or "APP"
+    return ("A restart on it would fail again or run on wrong state: do not restart. "
+            f"Way out: restore the app from a savepoint (statewise restore {name} "
+            "--from SAVEPOINT), or start it on a new checkpoint (move this folder away "
+            "or set --checkpoint-dir) to read its input again from its starting offsets. "
+            "Keep the damaged folder for inspection")
+
+
+@dataclass(frozen=True)
+class CheckedCheckpoint:
+    """What the check read: the batch Spark restarts from and the state it loads."""
+
+    newest_offsets: int | None  # None: a new checkpoint
+    newest_commit: int | None
+    state_version: int  # the version of state the restart loads (newest commit + 1)
+    stores: int  # state stores whose files were checked
+
+
+def check_checkpoint(files: CheckpointFiles, app: str | None = None, deep: bool = False
+                     ) -> CheckedCheckpoint:
+    """Raise CheckpointDamaged (naming ``app`` in the way out) or say what was checked.
+    ``deep``: also read every changelog the restart replays whole (see damage_in)."""
+    from shared.runtime.checkpoint_state_check import check_state
+
+    try:
+        offsets, commits = batch_ids(files, "offsets"), batch_ids(files, "commits")
+        if not offsets:
+            _check_nothing_without_offsets(files, commits)
+            return CheckedCheckpoint(None, None, 0, 0)
+        _check_metadata(files)
+        newest = max(offsets)
+        _check_offsets(files, offsets, newest)
+        committed = _check_commits(files, commits, newest)
+        version = 0 if committed is None else committed + 1
+        stores = check_state(files, version, deep)
+    except CheckpointDamaged as damage:
+        if app is None:
+            raise
+        raise CheckpointDamaged(damage.file, damage.problem, app) from None
+    return CheckedCheckpoint(newest, committed, version, stores)
+
+
+def damaged(files: CheckpointFiles, path: str, problem: str) -> CheckpointDamaged:
+    return CheckpointDamaged(full_path(files, path), problem)
+
+
+def batch_ids(files: CheckpointFiles, log_name: str) -> set[int]:
+    entries = files.listing(log_name) or {}
+    return {int(name) for name, e in entries.items() if name.isdigit() and not e.is_dir}
+
+
+def read_log(files: CheckpointFiles, path: str) -> list[dict | None]:
+    """A log file's JSON lines after its version line ("-" reads as None). Any version:
+    checkpoint format 2 writes commits as "v2", and reading them is Spark's business."""
+    try:
+        data = files.read(path)
+    except UnreadableFile as error:
+        raise damaged(files, path, f"cannot be read ({error})") from None
+    if not data:
+        raise damaged(files, path, "is empty (truncated when it was written?)")
+    try:
+        lines = data.decode("utf-8").rstrip("\n").split("\n")
+    except UnicodeDecodeError:
+        raise damaged(files, path, "is not text: corrupt") from None
+    if not _VERSION_LINE.match(lines[0]):
+        raise damaged(files, path, "does not start with a version line (v1): corrupt")
+    if len(lines) < 2:
+        raise damaged(files, path, "has nothing after its version line: truncated")
+    entries: list[dict | None] = []
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            entries.append(None if line == "-" else json.loads(line))
+        except ValueError:
+            raise damaged(files, path, f"line {number} is not JSON: corrupt or "
+                                       "truncated") from None
+    if not isinstance(entries[0], dict):
+        raise damaged(files, path, "line 2 is not a JSON object: corrupt")
+    return entries
+
+
+def _check_nothing_without_offsets(files: CheckpointFiles, commits: set[int]) -> None:
+    if commits:
+        raise damaged(files, f"offsets/{max(commits)}",
+                      "missing: the offset log is empty but batches are committed")
+    for op in (files.listing("state") or {}):
+        # Schema files alone are written when a query plans, before its first batch.
+        if any(_VERSIONED_FILE.match(name) for name in files.listing(f"state/{op}/0") or {}):
+            raise damaged(files, "offsets", "missing: there is state but no offset log")
+
+
+def _check_metadata(files: CheckpointFiles) -> None:
+    listing = files.listing("") or {}
+    if "metadata" not in listing:
+        raise damaged(files, "metadata", "missing: Spark would give the query a new id "
+                                         "(and the sink a new transactional id)")
+    try:
+        document = json.loads(files.read("metadata").decode("utf-8"))
+    except (UnreadableFile, ValueError):
+        raise damaged(files, "metadata", "is not the query's JSON metadata: corrupt") \
+            from None
+    if not isinstance(document, dict) or not isinstance(document.get("id"), str):
+        raise damaged(files, "metadata", "holds no query id: corrupt")
+
+
+def _check_offsets(files: CheckpointFiles, offsets: set[int], newest: int) -> None:
+    _check_contiguous(files, "offsets", offsets)
+    read_log(files, f"offsets/{newest}")
+    if newest > 0:  # the previous batch's end offsets are where batch `newest` starts
+        if newest - 1 not in offsets:
+            raise damaged(files, f"offsets/{newest - 1}",
+                          f"missing: batch {newest} starts where it ended")
+        read_log(files, f"offsets/{newest - 1}")
+
+
+def _check_commits(files: CheckpointFiles, commits: set[int], newest: int) -> int | None:
+    committed = max(commits) if commits else None
+    if committed is not None and committed > newest:
+        raise damaged(files, f"offsets/{committed}",
+                      f"missing: batch {committed} is committed but its offsets are gone")
+    # The newest batch may be uncommitted (a crash during it): Spark runs it again.
+    if newest - (-1 if committed is None else committed) > 1:
+        raise damaged(files, f"commits/{newest - 1}",
+                      f"missing: batch {newest - 1} was planned and followed by batch "
+                      f"{newest}, so it completed, but its commit is gone")
+    if committed is not None:
+        _check_contiguous(files, "commits", commits)
+        read_log(files, f"commits/{committed}")
+    return committed
+
+
+def _check_contiguous(files: CheckpointFiles, log_name: str, ids: set[int]) -> None:
+    """Spark deletes a log's oldest entries only: a gap is a lost file."""
+    gaps = sorted(set(range(min(ids), max(ids) + 1)) - ids)
+    if gaps:
+        raise damaged(files, f"{log_name}/{gaps[0]}", "missing: a gap in the log")
+
+
+# A failure while a task loaded state (the error class, or the classes on the stack).
+_STATE_LOAD = ("CANNOT_LOAD_STATE_STORE", "StateStoreChangelog", "RocksDBFileManager")
+# A failure reading a file: only then is a checkpoint path in the error the damage (a
+# failure writing one, a full disk say, is not a reason to refuse restarts).
+_READ_FAILURE = (*_STATE_LOAD, "ChecksumException", "FileNotFoundException", "EOFException",
+                 "ZipException", "malformed", "MALFORMED", "CANNOT_READ", "corrupt")
+_PATH_END = r"[^\s'\",\]\)]+"
+
+
+def damage_in(error: BaseException, files: CheckpointFiles, app: str | None = None
+              ) -> CheckpointDamaged | None:
+    """The damage behind a failed query, or None when it is some other failure: the
+    checkpoint file Spark's error names, else, when a task failed to load state, the
+    file a deep check finds (Spark's "Stream is corrupted" names no file)."""
+    text = "\n".join(_texts(error))
+    if not any(marker in text for marker in _READ_FAILURE):
+        return None
+    roots = {files.root.rstrip("/"), files.root.rstrip("/").removeprefix("file:")}
+    for root in sorted(roots, key=len, reverse=True):
+        match = re.search(re.escape(root) + "/" + _PATH_END, text)
+        if match:
+            return CheckpointDamaged(match.group(0), f"Spark failed on it ({_summary(text)})",
+                                     app)
+    if not any(marker in text for marker in _STATE_LOAD):
+        return None
+    try:
+        check_checkpoint(files, app, deep=True)
+    except CheckpointDamaged as damage:
+        return damage
+    return None
+
+
+def _texts(error: BaseException | None) -> list[str]:
+    texts: list[str] = []
+    while error is not None and len(texts) < 40:
+        # pyspark's captured exceptions keep the JVM's message and its whole stack,
+        # causes included (str() shows the stack only when a conf says so).
+        texts += [getattr(error, "_desc", None) or str(error),
+                  str(getattr(error, "_stackTrace", "") or "")]
+        error = error.__cause__ or error.__context__
+    return texts
+
+
+def _summary(text: str) -> str:
+    causes = [line.strip() for line in text.splitlines() if line.startswith("Caused by:")]
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "no message")
+    return (causes[-1] if causes else first)[:300]
