@@ -113,6 +113,22 @@ class PlatformSettings:
         "(Spark's minBatchesToRetain): how far back a restart can roll a checkpoint; "
         "older files are deleted by state maintenance and at each batch. At least 1",
         convert=AtLeast(1))
+    state_warn_rows: int = setting(
+        0, "STATEWISE_STATE_WARN_ROWS",
+        "warn when a state partition holds more rows (keys + history entries) than this; "
+        "0 = 0.8 x the rows the app's per-bucket cap allows a partition")
+    state_max_rows_per_bucket: int = setting(
+        0, "STATEWISE_STATE_MAX_ROWS_PER_BUCKET",
+        "rows (keys + history entries) one state bucket may hold; 0 = the app's own cap")
+    state_overflow: str = setting(
+        "", "STATEWISE_STATE_OVERFLOW",
+        "what a full bucket does: fail, evict_idlest (drop the least recently active "
+        "keys), refuse_new (new keys' records to dead letters) or alert; '' = the app's",
+        convert=OneOf("", "fail", "evict_idlest", "refuse_new", "alert"))
+    state_growth_batches: int = setting(
+        300, "STATEWISE_STATE_GROWTH_BATCHES",
+        "warn when a state partition's rows rose in this many batches without a fall "
+        "(state that keeps growing); 0 = off")
     quality_interval_s: float = setting(
         300.0, "STATEWISE_QUALITY_INTERVAL_S",
         "seconds between full great-expectations validations of a sample (0 = off)")

@@ -47,6 +47,7 @@ from shared.runtime.kafka_io import (
     parse,
     routed_json_envelopes,
 )
+from shared.runtime.state_guard import with_state_caps
 from shared.settings import PlatformSettings
 from shared.sink.task import WRITER_COLUMN
 
@@ -58,13 +59,14 @@ CONTROL_WRITERS = 1_000_000  # sink writers of control dead letters: this + Kafk
 
 def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
              gate=None, control_raw: DataFrame | None = None,
-             bucket_labels: Sequence[int] | None = None) -> DataFrame:
+             bucket_labels: Sequence[int] | None = None, figures=None) -> DataFrame:
     """The union of every envelope the app writes, plus the late-candidate column.
 
     ``gate``: a ``shared.quality.QualityGate`` (its ``reason(df)`` column), or None.
     ``control_raw``: the raw records of the app's control topic, or None.
     ``bucket_labels``: the keyed operator's bucket names (the checkpoint's layout,
     shared/keyed/state_layout.py); None names them 0..B-1.
+    ``figures``: the keyed operator's state figures accumulator (bucketed/figures.py).
     """
     schema = app.input_topic.schema
     staged = _with_reason(parse(raw, schema), gate).withColumn(
@@ -73,7 +75,7 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
     control, rejected_control = _control(control_raw, app, settings,
                                          writers=app.keyed is not None)
     if app.keyed is not None:
-        parts = [_keyed(staged, app, settings, lateness, control, bucket_labels)]
+        parts = [_keyed(staged, app, settings, lateness, control, bucket_labels, figures)]
     else:
         fields = [*schema.field_names, *([EVENT_TIME] if schema.event_time_field else []),
                   SOURCE]
@@ -90,7 +92,7 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
 
 def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
            lateness: str | None, control: DataFrame | None,
-           bucket_labels: Sequence[int] | None) -> DataFrame:
+           bucket_labels: Sequence[int] | None, figures=None) -> DataFrame:
     """The single path: every record into the app's bucketed operator, envelopes out."""
     keyed = app.keyed
     if not lateness:
@@ -112,8 +114,10 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
     rows = (staged.withColumn(EVENT_TIME, valid_time)
             .withWatermark(EVENT_TIME, lateness).select(*columns))
     envelopes = apply_bucketed(
-        rows, keyed.processor(settings), buckets=keyed.buckets(settings), control=control,
-        envelopes=envelope_spec(app, settings, lateness), bucket_labels=bucket_labels)
+        rows, with_state_caps(keyed.processor(settings), settings),
+        buckets=keyed.buckets(settings), control=control,
+        envelopes=envelope_spec(app, settings, lateness), bucket_labels=bucket_labels,
+        figures=figures)
     # A state partition's output is the same on a replay, so it is its own writer and
     # the sink needs no shuffle to spread the output over writers.
     return (envelopes.withColumn(WRITER_COLUMN, F.spark_partition_id())

@@ -11,7 +11,9 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -25,6 +27,7 @@ from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import connection
 from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
 from shared.runtime.pipeline import LATE_EVENT_TIME, assemble
+from shared.runtime.state_guard import StateGuard, guard_for, with_state_caps
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
 
@@ -40,12 +43,13 @@ class BatchWriter:
     """The ``foreachBatch`` function: keeps the late rows Spark dropped, then writes."""
 
     def __init__(self, spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
-                 checkpoint: str, faults: FaultPlan) -> None:
+                 checkpoint: str, faults: FaultPlan, state: StateWatch | None = None) -> None:
         self.spark = spark
         self.app = app
         self.settings = settings
         self.checkpoint = checkpoint
         self.faults = faults
+        self.state = state
         self.sink: ExactlyOnceKafkaSink | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -53,6 +57,9 @@ class BatchWriter:
             # The keyed operator sends late rows to their topic itself: nothing to keep,
             # and no offset log read or plan change on the driver per batch (~0.1 s).
             self._sink().__call__(batch, batch_id)
+            if self.state is not None:
+                # The batch's tasks have finished: their figures are merged.
+                self.state.guard.after_batch(batch_id, self.state.figures.value)
             return
         kept = self._late_filter(batch, batch_id).drop(LATE_EVENT_TIME, EVENT_TIME)
         self._sink().__call__(kept, batch_id)
@@ -87,6 +94,14 @@ class BatchWriter:
 
 
 @dataclass
+class StateWatch:
+    """The keyed operator's figures accumulator and the guard that reads it."""
+
+    figures: Any  # a pyspark Accumulator of bucketed/figures.StateFigures
+    guard: StateGuard
+
+
+@dataclass
 class RunningApp:
     query: StreamingQuery
     writer: BatchWriter
@@ -113,6 +128,20 @@ def bucket_labels(spark: SparkSession, app: AppDefinition, settings: PlatformSet
 
     return checkpoint_layout(spark, checkpoint, app.keyed.buckets(settings),
                              settings.state_partitions).bucket_labels
+
+
+def state_watch(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
+                labels: Sequence[int] | None) -> StateWatch | None:
+    """Figures and guard of the app's keyed operator (None for an app without one)."""
+    if app.keyed is None:
+        return None
+    from shared.keyed.bucket_labels import identity_labels
+    from shared.keyed.bucketed.figures import figures_accumulator
+
+    buckets = app.keyed.buckets(settings)
+    spec = with_state_caps(app.keyed.processor(settings), settings).spec
+    return StateWatch(figures_accumulator(spark.sparkContext),
+                      guard_for(app, settings, labels or identity_labels(buckets), spec))
 
 
 def worker_modules(app: AppDefinition) -> tuple[str, ...]:
@@ -162,9 +191,12 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     control = app.topics.control
     control_raw = (read_topics(spark, settings, (control,), whole_topic=True)
                    if control is not None and control.schema is not None else None)
+    labels = bucket_labels(spark, app, settings, checkpoint)
+    state = state_watch(spark, app, settings, labels)
     envelopes = assemble(raw, app, settings, quality_gate(app, settings), control_raw,
-                         bucket_labels(spark, app, settings, checkpoint))
-    writer = BatchWriter(spark, app, settings, checkpoint, faults or FaultPlan.from_env())
+                         labels, figures=None if state is None else state.figures)
+    writer = BatchWriter(spark, app, settings, checkpoint, faults or FaultPlan.from_env(),
+                         state)
     stream = (envelopes.writeStream.queryName(app.name)
               .option("checkpointLocation", checkpoint)
               .foreachBatch(writer))

@@ -67,6 +67,7 @@ def apply_bucketed(
     output_mode: str = "Append",
     envelopes: EnvelopeSpec | None = None,
     bucket_labels: Sequence[int] | None = None,
+    figures=None,
 ) -> DataFrame:
     """The processor's output stream. ``buckets`` (B) is fixed for the life of the
     checkpoint (the state records it and refuses another B). With ``idle_expiry`` a
@@ -120,7 +121,8 @@ def apply_bucketed(
         raise BucketedSpecError("typed outputs need an output_schema")
     layout = _layout(data_schema, control_schema, output_schema, buckets)
     return stream.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
-        BucketedStatefulProcessor(processor, layout, envelopes), output_schema, output_mode,
+        BucketedStatefulProcessor(processor, layout, envelopes, figures), output_schema,
+        output_mode,
         spec.time_mode)
 
 

@@ -35,7 +35,8 @@ class SegmentCache:
         if budget_bytes is None:
             budget_bytes = int(os.environ.get(_BUDGET_VAR, _DEFAULT_BUDGET_MB)) * 1024 * 1024
         self.budget_bytes = budget_bytes
-        self._entries: OrderedDict[tuple[str, int], tuple[Any, int]] = OrderedDict()
+        # (kind, content id) -> (decoded segment, its weight, its blob's stored bytes)
+        self._entries: OrderedDict[tuple[str, int], tuple[Any, int, int | None]] = OrderedDict()
         self._bytes = 0
         self.hits = self.misses = 0
 
@@ -48,16 +49,22 @@ class SegmentCache:
         self.hits += 1
         return entry[0]
 
-    def put(self, kind: str, ident: int, value: Any, size_bytes: int) -> None:
+    def put(self, kind: str, ident: int, value: Any, size_bytes: int,
+            blob_bytes: int | None = None) -> None:
         key = (kind, ident)
         if key in self._entries:
             self._entries.move_to_end(key)
             return
-        self._entries[key] = (value, size_bytes)
+        self._entries[key] = (value, size_bytes, blob_bytes)
         self._bytes += size_bytes
         while self._bytes > self.budget_bytes and len(self._entries) > 1:
-            _, (_, dropped) = self._entries.popitem(last=False)
+            _, (_, dropped, _) = self._entries.popitem(last=False)
             self._bytes -= dropped
+
+    def blob_bytes(self, kind: str, ident: int) -> int | None:
+        """The stored size of a cached segment's blob (None: not cached or not known)."""
+        entry = self._entries.get((kind, ident))
+        return None if entry is None else entry[2]
 
     def clear(self) -> None:
         self._entries.clear()

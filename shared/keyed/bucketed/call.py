@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from shared.keyed.bucketed.admission import admit, with_refused
 from shared.keyed.bucketed.caps import enforce_bucket_cap
 from shared.keyed.bucketed.core import BatchClock, merge_control, run_bucket_batch
 from shared.keyed.bucketed.hot import HotSegment
@@ -30,6 +31,7 @@ from shared.keyed.bucketed.spec import (
     REJECT_COLUMN,
     BucketedSpec,
     BucketedSpecError,
+    Overflow,
 )
 from shared.keyed.bucketed.store import (
     Header,
@@ -45,6 +47,7 @@ from shared.keyed.bucketed.store import (
 from shared.keyed.bucketed.tables import StoredBucket
 
 MISSING_KEY = "missing key: a key column is null"
+_CAP_ENFORCED = (Overflow.FAIL, Overflow.EVICT_IDLEST)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class CallResult:
     control: pd.DataFrame | None
     outputs: pd.DataFrame | None
     screened: Screened
+    refused_keys: int = 0  # new keys whose rows a full bucket refused (Overflow.REFUSE_NEW)
 
 
 def exact_dtypes(frame: pd.DataFrame, dtypes: tuple[tuple[str, str], ...]) -> pd.DataFrame:
@@ -123,12 +127,16 @@ def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
              dtypes: tuple[tuple[str, str], ...] = ()) -> CallResult:
     spec, header = processor.spec, loaded.header
     screened = screen(rows, spec, header.watermark_ms if decides_late else None, dtypes)
+    refused_keys = 0
+    if screened.accepted is not None and spec.overflow is Overflow.REFUSE_NEW:
+        admitted, refused, refused_keys = admit(screened.accepted, loaded, spec)
+        screened = with_refused(screened, refused, admitted)
     watermark = max(header.watermark_ms, clock.watermark_ms)
     accepted = screened.accepted
     if accepted is None and not _due(loaded, clock.watermark_ms):
         merged = merge_control(spec.control, control, new_control)
         return CallResult(replace(header, watermark_ms=watermark), None, None, merged, None,
-                          screened)
+                          screened, refused_keys)
     touched, hashes = _touched(accepted, spec)
     working = gather(loaded, spec, touched, hashes, clock.watermark_ms)
     batch = run_bucket_batch(processor, bucket, working.stored, accepted, control, new_control,
@@ -139,8 +147,10 @@ def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
     evicted = 0
     new_cold = None
     with_hot = with_counts(header, cold, hot)
-    if needs_compaction(cold, hot) or with_hot.key_count + with_hot.history_count \
-            > spec.max_rows_per_bucket:
+    over_cap = with_hot.key_count + with_hot.history_count > spec.max_rows_per_bucket
+    # Under ALERT and REFUSE_NEW a bucket over its cap keeps its rows: compacting it every
+    # call would rewrite its cold segment for nothing.
+    if needs_compaction(cold, hot) or (over_cap and spec.overflow in _CAP_ENFORCED):
         new_cold, evicted = _compacted(cold, hot, spec, bucket)
         cold, hot = new_cold, HotSegment.empty(spec)
     due_cold = cold_due(cold, hot) if (new_cold is not None or scanned) else header.cold_due_ms
@@ -149,7 +159,8 @@ def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
         timer_ms=_earliest(hot_due(hot), due_cold) if clock.watermark_ms >= 0 else None,
         watermark_ms=watermark, expired_keys_total=header.expired_keys_total + expired,
         evicted_keys_total=header.evicted_keys_total + evicted)
-    return CallResult(header, hot, new_cold, batch.control, batch.outputs, screened)
+    return CallResult(header, hot, new_cold, batch.control, batch.outputs, screened,
+                      refused_keys)
 
 
 def _due(loaded: Loaded, watermark_ms: int) -> bool:

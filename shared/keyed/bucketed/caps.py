@@ -4,7 +4,9 @@ Per key, a declared history keeps only its ``max_per_key`` newest entries. Per b
 key rows plus history entries may not exceed ``max_rows_per_bucket``: past it the query
 fails with :class:`BucketOverflowError` (``Overflow.FAIL``, the default: the state was
 sized wrong and should be noticed) or the least recently active keys are dropped and
-counted in the bucket's ``evicted_keys_total`` (``Overflow.EVICT_IDLEST``).
+counted in the bucket's ``evicted_keys_total`` (``Overflow.EVICT_IDLEST``), or everything
+is kept with a warning (``Overflow.ALERT``; ``Overflow.REFUSE_NEW``, whose full buckets
+take no new key: bucketed/admission.py).
 """
 
 from __future__ import annotations
@@ -85,6 +87,10 @@ def enforce_bucket_cap(spec: BucketedSpec, stored: StoredBucket, bucket: int) ->
     message = (
         f"bucket {bucket} holds {stored.rows} rows ({len(stored.keys)} keys + "
         f"{stored.rows - len(stored.keys)} history entries), over max_rows_per_bucket={cap}")
+    if spec.overflow in (Overflow.ALERT, Overflow.REFUSE_NEW):
+        # REFUSE_NEW bounds the keys; the entries of keys held grow up to max_per_key.
+        log.warning("%s (overflow policy %s: kept)", message, spec.overflow.value)
+        return stored
     if spec.overflow is Overflow.FAIL:
         raise BucketOverflowError(
             f"{message}. Raise B (new checkpoint or savepoint restore), shorten "

@@ -72,7 +72,7 @@ def _stored(kind: str, segment, keys: bytes, history: bytes | None, tombs: bytes
             cache: SegmentCache) -> tuple[int, tuple]:
     ident = content_id(keys, history, tombs)
     size = len(keys) + len(history or b"") + len(tombs or b"")
-    cache.put(kind, ident, segment, size * 4)  # decoded frames take a few times the blob
+    cache.put(kind, ident, segment, size * 4, size)  # decoded: a few times the blob
     return ident, _SEGMENT.to_tuple({"content_id": ident, "keys_ipc": keys,
                                      "history_ipc": history, "tombs_ipc": tombs})
 
@@ -101,7 +101,7 @@ def _segment(kind: str, ident: int | None, get: Getter, spec: BucketedSpec,
             f"the {kind} segment holds content {row.content_id}, its header names {ident}")
     segment = _decode(kind, row, spec)
     size = sum(len(b) for b in (row.keys_ipc, row.history_ipc, row.tombs_ipc) if b)
-    cache.put(kind, ident, segment, size * 4)
+    cache.put(kind, ident, segment, size * 4, size)
     return segment
 
 

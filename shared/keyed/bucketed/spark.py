@@ -26,6 +26,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
+from shared.keyed.bucketed.cache import SEGMENTS
 from shared.keyed.bucketed.call import CallResult, exact_dtypes, run_call
 from shared.keyed.bucketed.codec import (
     cold_to_state,
@@ -36,6 +37,7 @@ from shared.keyed.bucketed.codec import (
 )
 from shared.keyed.bucketed.core import BatchClock
 from shared.keyed.bucketed.envelopes import EnvelopeSpec, envelope_rows
+from shared.keyed.bucketed.figures import BucketFigures, StateFigures
 from shared.keyed.bucketed.processor import BucketedProcessor
 from shared.keyed.bucketed.spec import (
     CONTROL_PREFIX,
@@ -101,8 +103,9 @@ class BucketedStatefulProcessor(StatefulProcessor):
     ``envelopes``: emit Kafka envelopes (and decide lateness) instead of typed rows."""
 
     def __init__(self, processor: BucketedProcessor, layout: InputLayout,
-                 envelopes: EnvelopeSpec | None = None) -> None:
+                 envelopes: EnvelopeSpec | None = None, figures=None) -> None:
         self.processor, self.layout, self.envelopes = processor, layout, envelopes
+        self.figures = figures  # an accumulator of bucketed/figures.StateFigures, or None
         self.spec = processor.spec
         self.decides_late = envelopes is not None  # Spark drops late rows otherwise
 
@@ -147,7 +150,9 @@ class BucketedStatefulProcessor(StatefulProcessor):
         result = run_call(self.processor, bucket, loaded, data, self._load_control(),
                           control_rows, clock, decides_late=self.decides_late,
                           dtypes=self.layout.data_dtypes)
-        self._save(header, result)
+        saved = self._save(header, result)
+        if self.figures is not None:
+            self.figures.add(call_figures(bucket, saved, result.refused_keys))
         return result
 
     def _load_control(self) -> pd.DataFrame | None:
@@ -155,7 +160,8 @@ class BucketedStatefulProcessor(StatefulProcessor):
             return None
         return control_from_state(self._control.get(), self.spec.control.schema)
 
-    def _save(self, before: Header, result: CallResult) -> None:
+    def _save(self, before: Header, result: CallResult) -> Header:
+        """Writes the call's state; returns the header written."""
         header = result.header
         if header.key_count == 0:
             if header.hot_id is not None or header.cold_id is not None:
@@ -180,6 +186,7 @@ class BucketedStatefulProcessor(StatefulProcessor):
         self._header.update(header_to_state(header))
         if result.control is not None and self._control is not None and self.spec.control:
             self._control.update(control_to_state(result.control, self.spec.control.schema))
+        return header
 
     def _emit(self, result: CallResult | None) -> Iterator[pd.DataFrame]:
         if result is None:
@@ -197,3 +204,14 @@ class BucketedStatefulProcessor(StatefulProcessor):
             parts.append(envelopes.late(screened.late, screened.late_after_ms))
         rows = envelope_rows(*parts)
         return iter(()) if rows is None else iter([rows])
+
+
+def call_figures(bucket: int, header: Header, refused_keys: int) -> StateFigures:
+    """The bucket's figures after a call, from the header it wrote (its segments' sizes
+    from this worker's cache, which holds every segment the call read or wrote)."""
+    sizes = [SEGMENTS.blob_bytes(kind, ident) for kind, ident
+             in (("hot", header.hot_id), ("cold", header.cold_id)) if ident is not None]
+    stored = None if None in sizes else sum(sizes)
+    figures = BucketFigures(header.key_count, header.key_count + header.history_count,
+                            stored, header.evicted_keys_total)
+    return StateFigures({bucket: figures}, refused_keys)

@@ -56,6 +56,10 @@ class Overflow(StrEnum):
 
     FAIL = "fail"  # stop the query with BucketOverflowError: size B and the caps again
     EVICT_IDLEST = "evict_idlest"  # drop the keys with the oldest last event; counted
+    # A full bucket takes no new key: their rows go to dead letters with a reason,
+    # counted (bucketed/admission.py); keys it holds carry on.
+    REFUSE_NEW = "refuse_new"
+    ALERT = "alert"  # keep everything and log a warning each time the bucket passes it
 
 
 @dataclass(frozen=True)
