@@ -31,6 +31,7 @@ from shared.keyed.bucketed.examples import (
     RULE_SCHEMA,
     SCORE_SCHEMA,
     RollingSpend,
+    RollingSpendV2,
 )
 from shared.keyed.bucketed.oracle import IDLE_MS, RollingSpendOracle
 
@@ -208,3 +209,36 @@ def test_balanced_bucket_names_land_where_spark_sends_them(spark: SparkSession) 
         for r in identity:
             loads[r.p] = r["count"]
         assert loads == partition_loads(range(buckets), partitions)
+
+
+def test_a_state_upgrade_reads_the_old_state_in_a_real_query(
+        spark: SparkSession, tmp_checkpoint: Path, tmp_path: Path,
+        stopping: Callable[[StreamingQuery], StreamingQuery]) -> None:
+    """Version 1 of RollingSpend writes state; version 2, whose per-card state gains the
+    mean payment, restarts on the same checkpoint: its outputs continue the oracle's, and
+    every card's new field is what version 2 would hold (the upgrade filled it)."""
+    payments = JsonFiles(tmp_path / "payments")
+    source = spark.readStream.schema(PAYMENT_SCHEMA).option("maxFilesPerTrigger", 1).json(
+        str(payments.folder))
+    oracle = RollingSpendOracle(watermark_delay_ms=DELAY_MS)
+    emitted: dict[int, list[Row]] = {}
+    expected: list[dict[str, Any]] = []
+    cards = [f"card-{i}" for i in range(12)]
+    rounds = [[pay(c, T0 + r * MINUTE + i, 10.0 + r + i) for i, c in enumerate(cards)]
+              for r in range(4)]
+    for version, batches in ((RollingSpend(), rounds[:2]), (RollingSpendV2(), rounds[2:])):
+        scores = apply_bucketed(source, version, SCORE_SCHEMA, buckets=BUCKETS,
+                                watermark_delay="10 seconds")
+        query = stopping(_start(scores, tmp_checkpoint, emitted))
+        for batch in batches:
+            payments.write([as_json(p) for p in batch])
+            query.processAllAvailable()
+            expected += oracle.run_batch(batch)
+        query.stop()
+    all_output = [row for batch_id in sorted(emitted) for row in emitted[batch_id]]
+    assert normalized(all_output) == normalized(expected)
+    keys = read_bucket_keys(spark, tmp_checkpoint, RollingSpendV2.spec, BUCKETS)
+    assert sorted(keys.card) == sorted(cards)
+    assert (keys.mean_amount == keys.amount_sum / keys.events).all()
+    assert [(r.card, r.events, r.amount_sum) for r in keys.sort_values("card").itertuples()] \
+        == [(c, t.events, t.amount_sum) for c, t in sorted(oracle.cards.items())]

@@ -36,11 +36,13 @@ from shared.keyed.bucketed.spec import (
     ControlSpec,
     HistorySpec,
     Overflow,
+    StateUpgrade,
 )
 
 __all__ = [
     "EVENT_MS_COLUMN", "LAST_EVENT_MS", "BucketContext", "BucketOverflowError",
     "BucketState", "BucketUpdate", "BucketedHarness", "BucketedProcessor", "BucketedSpec",
-    "BucketedSpecError", "ControlSpec", "HistorySpec", "Overflow", "apply_bucketed",
+    "BucketedSpecError", "ControlSpec", "HistorySpec", "Overflow", "StateUpgrade",
+    "apply_bucketed",
     "broadcast_control", "bucket_of", "read_bucket_keys", "read_bucket_stats", "read_control",
 ]

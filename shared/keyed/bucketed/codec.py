@@ -16,6 +16,7 @@ from shared.keyed.bucketed.segments import (
 from shared.keyed.bucketed.spec import BucketedSpec, BucketedSpecError
 from shared.keyed.bucketed.store import LAYOUT, Header, Loaded
 from shared.keyed.bucketed.tables import HEADER_SCHEMA, SEGMENT_SCHEMA, read_ipc, write_ipc
+from shared.keyed.bucketed.upgrades import read_keys, versioned
 from shared.keyed.codec import RowCodec
 
 _HEADER = RowCodec(HEADER_SCHEMA)
@@ -54,17 +55,25 @@ def load(header: Header, spec: BucketedSpec, hot: Getter, cold: Getter,
                   _segment("cold", header.cold_id, cold, spec, cache))
 
 
+def cached_kind(kind: str, spec: BucketedSpec) -> str:
+    """The cache's name for a segment kind decoded with ``spec``'s state columns: a worker
+    that decoded a segment for one version of a processor (local mode keeps workers across
+    queries) must not hand it to another."""
+    return f"{kind}@{spec.state_version}:{','.join(spec.state_schema.names)}"
+
+
 def hot_to_state(hot: HotSegment, spec: BucketedSpec, cache: SegmentCache = SEGMENTS
                  ) -> tuple[int, tuple]:
-    keys = write_ipc(hot.table)
+    keys = write_ipc(versioned(hot.table, spec))
     history = _history_blob(hot.history_table)
     tombs = write_ipc(hot.tombs_table) if hot.tomb_count else None
-    return _stored("hot", hot, keys, history, tombs, cache)
+    return _stored(cached_kind("hot", spec), hot, keys, history, tombs, cache)
 
 
 def cold_to_state(cold: ColdSegment, spec: BucketedSpec, cache: SegmentCache = SEGMENTS
                   ) -> tuple[int, tuple]:
-    return _stored("cold", cold, write_ipc(cold.table), _history_blob(cold.history_table),
+    return _stored(cached_kind("cold", spec), cold, write_ipc(versioned(cold.table, spec)),
+                   _history_blob(cold.history_table),
                    None, cache)
 
 
@@ -89,7 +98,7 @@ def _segment(kind: str, ident: int | None, get: Getter, spec: BucketedSpec,
     empty = HotSegment.empty if kind == "hot" else ColdSegment.empty
     if ident is None:
         return empty(spec)
-    cached = cache.get(kind, ident)
+    cached = cache.get(cached_kind(kind, spec), ident)
     if cached is not None:
         return cached
     value = get()
@@ -101,7 +110,7 @@ def _segment(kind: str, ident: int | None, get: Getter, spec: BucketedSpec,
             f"the {kind} segment holds content {row.content_id}, its header names {ident}")
     segment = _decode(kind, row, spec)
     size = sum(len(b) for b in (row.keys_ipc, row.history_ipc, row.tombs_ipc) if b)
-    cache.put(kind, ident, segment, size * 4, size)
+    cache.put(cached_kind(kind, spec), ident, segment, size * 4, size)
     return segment
 
 
@@ -112,9 +121,9 @@ def _decode(kind: str, row, spec: BucketedSpec):
         history = (history_schema.empty_table() if row.history_ipc is None
                    else read_ipc(bytes(row.history_ipc), history_schema))
     if kind == "cold":
-        return ColdSegment.stored(read_ipc(bytes(row.keys_ipc), cold_key_schema(spec)),
+        return ColdSegment.stored(read_keys(bytes(row.keys_ipc), cold_key_schema(spec), spec),
                                   history, spec)
     tombs = (tomb_schema(spec).empty_table() if row.tombs_ipc is None else
              read_ipc(bytes(row.tombs_ipc), tomb_schema(spec)))
-    return HotSegment.stored(read_ipc(bytes(row.keys_ipc), hot_key_schema(spec)), history,
+    return HotSegment.stored(read_keys(bytes(row.keys_ipc), hot_key_schema(spec), spec), history,
                              tombs, spec)

@@ -9,11 +9,13 @@ is forgotten, with an ``expired`` output row.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import (
     BooleanType,
     DoubleType,
@@ -30,7 +32,13 @@ from shared.keyed.bucketed.processor import (
     BucketState,
     BucketUpdate,
 )
-from shared.keyed.bucketed.spec import EVENT_MS_COLUMN, BucketedSpec, ControlSpec, HistorySpec
+from shared.keyed.bucketed.spec import (
+    EVENT_MS_COLUMN,
+    BucketedSpec,
+    ControlSpec,
+    HistorySpec,
+    StateUpgrade,
+)
 
 PAYMENT_SCHEMA = StructType([
     StructField("card", StringType(), True),
@@ -122,3 +130,28 @@ def _recent_sums(history: pd.DataFrame | None, rows: pd.DataFrame) -> np.ndarray
     recent = np.empty(len(rows))
     recent[entries["row"].to_numpy()[is_row]] = total[is_row]
     return recent
+
+
+def _with_mean(table: pa.Table) -> pa.Table:
+    """Version 2's new column for keys stored at version 1: the mean of their payments,
+    from the running count and sum version 1 kept (exactly what version 2 would hold)."""
+    mean = pc.divide(table.column("amount_sum"), pc.cast(table.column("events"), pa.float64()))
+    return table.set_column(table.schema.get_field_index("mean_amount"), "mean_amount", mean)
+
+
+class RollingSpendV2(RollingSpend):
+    """RollingSpend whose per-card state gains a field (the mean payment): state version 2,
+    upgrading version 1's state as it reads it (the upgrade path of docs/operations.md)."""
+
+    spec = dataclasses.replace(
+        RollingSpend.spec,
+        state_schema=pa.schema([*RollingSpend.spec.state_schema,
+                                ("mean_amount", pa.float64())]),
+        state_version=2, upgrades=(StateUpgrade(2, _with_mean),))
+
+    def update(self, state: BucketState, rows: pd.DataFrame, ctx: BucketContext
+               ) -> BucketUpdate:
+        update = super().update(state, rows, ctx)
+        keys = update.keys
+        keys["mean_amount"] = keys["amount_sum"] / keys["events"]
+        return dataclasses.replace(update, keys=keys[list(self.spec.state_schema.names)])

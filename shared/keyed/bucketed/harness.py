@@ -25,6 +25,7 @@ import pandas as pd
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
+from shared.keyed.bucketed.cache import SEGMENTS
 from shared.keyed.bucketed.call import CallResult
 from shared.keyed.bucketed.codec import header_from_state, load
 from shared.keyed.bucketed.processor import BucketedProcessor
@@ -227,6 +228,12 @@ class BucketedHarness:
             parts.append(prefixed.merge(every_bucket, how="cross").assign(
                 **{IS_CONTROL_COLUMN: True, KEY_HASH_COLUMN: np.int64(0)}))
         return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+    def upgrade(self, processor: BucketedProcessor) -> None:
+        """Go on with a new version of the processor over the same stored state, as a
+        restart with new code does (its workers start with an empty segment cache)."""
+        self.spec, self._processor, self._runner = processor.spec, processor, None
+        SEGMENTS.clear()
 
     def _runner_for(self, rows: pd.DataFrame | None) -> BucketedStatefulProcessor:
         if self._runner is None:

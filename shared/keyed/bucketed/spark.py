@@ -29,6 +29,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from shared.keyed.bucketed.cache import SEGMENTS
 from shared.keyed.bucketed.call import CallResult, exact_dtypes, run_call
 from shared.keyed.bucketed.codec import (
+    cached_kind,
     cold_to_state,
     header_from_state,
     header_to_state,
@@ -43,6 +44,7 @@ from shared.keyed.bucketed.spec import (
     CONTROL_PREFIX,
     IS_CONTROL_COLUMN,
     REJECT_COLUMN,
+    BucketedSpec,
     BucketedSpecError,
 )
 from shared.keyed.bucketed.store import Header
@@ -152,7 +154,7 @@ class BucketedStatefulProcessor(StatefulProcessor):
                           dtypes=self.layout.data_dtypes)
         saved = self._save(header, result)
         if self.figures is not None:
-            self.figures.add(call_figures(bucket, saved, result.refused_keys))
+            self.figures.add(call_figures(bucket, saved, result.refused_keys, self.spec))
         return result
 
     def _load_control(self) -> pd.DataFrame | None:
@@ -206,10 +208,11 @@ class BucketedStatefulProcessor(StatefulProcessor):
         return iter(()) if rows is None else iter([rows])
 
 
-def call_figures(bucket: int, header: Header, refused_keys: int) -> StateFigures:
+def call_figures(bucket: int, header: Header, refused_keys: int, spec: BucketedSpec
+                 ) -> StateFigures:
     """The bucket's figures after a call, from the header it wrote (its segments' sizes
     from this worker's cache, which holds every segment the call read or wrote)."""
-    sizes = [SEGMENTS.blob_bytes(kind, ident) for kind, ident
+    sizes = [SEGMENTS.blob_bytes(cached_kind(kind, spec), ident) for kind, ident
              in (("hot", header.hot_id), ("cold", header.cold_id)) if ident is not None]
     stored = None if None in sizes else sum(sizes)
     figures = BucketFigures(header.key_count, header.key_count + header.history_count,

@@ -8,6 +8,7 @@ Spark's own state schemas cannot do with the ``unsaferow`` encoding.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -83,6 +84,17 @@ class ControlSpec:
 
 
 @dataclass(frozen=True)
+class StateUpgrade:
+    """How a key table stored at state version ``version - 1`` becomes version
+    ``version``'s. ``fill`` gets the stored table conformed to the new schema (columns added
+    since read as nulls, removed ones dropped) and returns it with the new columns filled,
+    e.g. a new running figure computed from the columns kept (bucketed/upgrades.py)."""
+
+    version: int
+    fill: Callable[[pa.Table], pa.Table]
+
+
+@dataclass(frozen=True)
 class BucketedSpec:
     """The declaration of a :class:`~shared.keyed.bucketed.BucketedProcessor`.
 
@@ -104,6 +116,10 @@ class BucketedSpec:
     max_rows_per_bucket: int = 1_000_000
     overflow: Overflow = Overflow.FAIL
     output_order: tuple[str, ...] | None = None
+    # The version of state_schema, written in every stored key table: state written by an
+    # older version is upgraded as it is read (``upgrades``), a newer one is refused.
+    state_version: int = 1
+    upgrades: tuple[StateUpgrade, ...] = ()
     key_columns: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -145,6 +161,13 @@ def _validate(spec: BucketedSpec) -> None:
         raise BucketedSpecError(f"idle_expiry must be at least 1 ms, got {spec.idle_expiry}")
     if spec.max_rows_per_bucket < 1:
         raise BucketedSpecError("max_rows_per_bucket must be >= 1")
+    if spec.state_version < 1:
+        raise BucketedSpecError(f"state_version must be >= 1, got {spec.state_version}")
+    versions = [u.version for u in spec.upgrades]
+    if len(set(versions)) != len(versions) or not all(
+            1 < v <= spec.state_version for v in versions):
+        raise BucketedSpecError(f"upgrades must lead to distinct versions 2..{spec.state_version}"
+                                f", got {versions}")
     if spec.history is not None:
         _validate_history(spec.history, spec.key_columns)
     if spec.control is not None:

@@ -126,7 +126,15 @@ def write_ipc(table: pa.Table) -> bytes:
 def read_ipc(blob: bytes, schema: pa.Schema) -> pa.Table:
     """A stored table conformed to the declared schema: columns added since it was
     written read as nulls, removed ones are dropped (state schema evolution)."""
-    table = pa.ipc.open_stream(pa.py_buffer(blob), options=_IPC_READ).read_all()
+    return conform(open_ipc(blob), schema)
+
+
+def open_ipc(blob: bytes) -> pa.Table:
+    """A stored table as written (its schema and metadata)."""
+    return pa.ipc.open_stream(pa.py_buffer(blob), options=_IPC_READ).read_all()
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return table if table.schema.equals(schema) else _conform(table, schema)
 
 

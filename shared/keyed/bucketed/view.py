@@ -30,6 +30,7 @@ from shared.keyed.bucketed.segments import (
 from shared.keyed.bucketed.spec import DUE_COLUMN, LAST_EVENT_MS, BucketedSpec
 from shared.keyed.bucketed.store import Header
 from shared.keyed.bucketed.tables import SEGMENT_SCHEMA, read_ipc
+from shared.keyed.bucketed.upgrades import read_keys
 from shared.keyed.codec import RowCodec
 
 _SEGMENT = RowCodec(SEGMENT_SCHEMA)
@@ -131,13 +132,13 @@ def _hot_keys(spec: BucketedSpec, value: tuple | None) -> HotSegment:
     row = _segment_row(value, "hot")
     tombs = (tomb_schema(spec).empty_table() if row.tombs_ipc is None else
              read_ipc(bytes(row.tombs_ipc), tomb_schema(spec)))
-    return HotSegment.stored(read_ipc(bytes(row.keys_ipc), hot_key_schema(spec)), None, tombs,
-                             spec)
+    keys = read_keys(bytes(row.keys_ipc), hot_key_schema(spec), spec)
+    return HotSegment.stored(keys, None, tombs, spec)
 
 
 def _cold_keys(spec: BucketedSpec, value: tuple | None) -> ColdSegment:
     row = _segment_row(value, "cold")
-    return ColdSegment.stored(read_ipc(bytes(row.keys_ipc), cold_key_schema(spec)), None,
+    return ColdSegment.stored(read_keys(bytes(row.keys_ipc), cold_key_schema(spec), spec), None,
                               spec)
 
 
