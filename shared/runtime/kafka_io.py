@@ -61,6 +61,9 @@ class Decoded:
     rejects: DataFrame  # dead-letter envelopes
 
 
+INVALID_UTF8 = "invalid UTF-8: the value is not UTF-8 text"
+
+
 def parse(raw: DataFrame, schema: RecordSchema) -> DataFrame:
     """Every raw Kafka row, parsed: ``schema``'s fields, ``event_time``, ``_source`` and
     ``_decode_reason`` (null when it decoded). One frame, so that a query can route
@@ -101,6 +104,9 @@ def _decode_reason(schema: RecordSchema) -> Column:
         F.when(value.isNull() | (F.length(value) == 0), F.lit("empty value"))
         .when(F.length(value) > MAX_RECORD_BYTES,
               F.format_string("oversized record: %d bytes", F.length(value)))
+        # The JSON parser would read bad bytes as U+FFFD: distinct bad ids would merge
+        # into one key.
+        .when(~F.is_valid_utf8(value.cast(StringType())), F.lit(INVALID_UTF8))
         .when(parsed.isNull(), F.lit("malformed JSON: not an object"))
         .when(parsed[_CORRUPT].isNotNull(), _corrupt_reason(schema))
     )

@@ -1,6 +1,7 @@
 """Bad records for any app, made from its definition: a valid record broken in each way
 the pipeline checks (not JSON, empty, a field of the wrong type, a required field
-missing, each quality rule broken, an event time out of bounds), each with the reason
+missing, each quality rule broken, an event time out of bounds, bytes that are not
+UTF-8), each with the reason
 its dead letter must give (the app's ``RecordGate``'s, which mirrors the pipeline's).
 
 A rule no made value breaks alone (a not-null check on a required field, caught by
@@ -30,7 +31,7 @@ def bad_records(
     """(record, reason) pairs; ``valid``: one record the gate accepts; ``now_ms``: about
     when they are sent (their Kafka timestamp, for the event-time bound)."""
     record = json.loads(valid.value)
-    values = [b"not json at all", b""]
+    values = [b"not json at all", b"", *_invalid_utf8(gate, record)]
     values += [_json(broken) for broken in _broken(gate, record, now_ms)]
     made = []
     for value in values:
@@ -105,6 +106,16 @@ BREAKERS: dict[str, Callable[[dict, Any], list[Any]]] = {
     "expect_column_values_to_match_regex": lambda params, data_type: list(_TEXTS),
     "expect_column_values_to_not_match_regex": lambda params, data_type: list(_TEXTS),
 }
+
+
+def _invalid_utf8(gate: RecordGate, record: dict) -> list[bytes]:
+    """The record with a byte that is not UTF-8 inside its first text field (read as
+    U+FFFD, two bad ids would become one key)."""
+    for field in gate.schema.struct.fields:
+        if isinstance(field.dataType, StringType) and isinstance(record.get(field.name), str):
+            marked = _json({**record, field.name: "\u0001MARK\u0001"})
+            return [marked.replace(b"\\u0001MARK\\u0001", b"id-\xff\xfe")]
+    return []
 
 
 def _json(record: dict) -> bytes:

@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 from shared.ops.topics import RecordSchema
 from shared.quality.gate import REASON_SEPARATOR
 from shared.quality.translate import EventTimeBound, RowRule
-from shared.runtime.kafka_io import MAX_RECORD_BYTES
+from shared.runtime.kafka_io import INVALID_UTF8, MAX_RECORD_BYTES
 from shared.testing.row_rules import rule_fails
 
 # epoch ms that Spark's timestamp_millis can hold (shared/runtime/kafka_io.py)
@@ -119,6 +119,11 @@ def _parsed(value: bytes | str | None) -> dict | str:
         return "empty value"
     if len(value) > MAX_RECORD_BYTES:
         return f"oversized record: {len(value)} bytes"
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return INVALID_UTF8
     try:
         parsed = json.loads(value)
     except ValueError:
