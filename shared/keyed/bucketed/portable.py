@@ -101,6 +101,14 @@ def pack(spec: BucketedSpec, rows: pa.Table) -> PackedBucket:
                         int(pc.max(rows.column(DECIDED_THROUGH)).as_py()))
 
 
+def initial_values(packed: PackedBucket) -> dict:
+    """A new bucket's initial-state row (``INITIAL_COLUMNS`` but the control ones)."""
+    cold = packed.cold or (None, None, None, None)
+    return {"key_count": packed.key_count, "history_count": packed.history_count,
+            "cold_due_ms": packed.cold_due_ms, DECIDED_THROUGH: packed.decided_through_ms,
+            "content_id": cold[0], "keys_ipc": cold[1], "history_ipc": cold[2]}
+
+
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` with ``schema``'s columns in order, cast; missing ones as nulls."""
     columns = [table.column(f.name).cast(f.type) if f.name in table.schema.names

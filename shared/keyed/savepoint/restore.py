@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from shared.keyed.bucketed.apply import named_bucket
-from shared.keyed.bucketed.portable import pack
+from shared.keyed.bucketed.portable import initial_values, pack
 from shared.keyed.bucketed.spark import Restored
 from shared.keyed.bucketed.spec import BUCKET_COLUMN, BucketedSpec
 from shared.keyed.bucketed.store import LAYOUT
@@ -28,6 +28,7 @@ from shared.keyed.savepoint.manifest import MANIFEST_FILE, Manifest, SavepointEr
 from shared.runtime.checkpoint import has_started, read_text, write_text
 
 RESTORE_FILE = "statewise-restore.json"
+_PACKED_TYPES = {"keys_ipc": pa.binary(), "history_ipc": pa.binary()}
 _PACKED = ("keyed_bucket long, key_count long, history_count long, cold_due_ms long, "
            "decided_through_ms long, content_id long, keys_ipc binary, history_ipc binary")
 
@@ -83,15 +84,10 @@ def initial_state(spark: SparkSession, path: str, spec: BucketedSpec, buckets: i
     rows = rows.withColumn(BUCKET_COLUMN, named_bucket(spec.key_columns, buckets, bucket_labels))
 
     def packed(table: pa.Table) -> pa.Table:
-        bucket = table.column(BUCKET_COLUMN)[0].as_py()
-        done = pack(spec, table)
-        value = done.cold or (None, None, None, None)
-        return pa.table({
-            BUCKET_COLUMN: [bucket], "key_count": [done.key_count],
-            "history_count": [done.history_count], "cold_due_ms": [done.cold_due_ms],
-            "decided_through_ms": [done.decided_through_ms], "content_id": [value[0]],
-            "keys_ipc": pa.array([value[1]], pa.binary()),
-            "history_ipc": pa.array([value[2]], pa.binary())})
+        values = initial_values(pack(spec, table))
+        return pa.table({BUCKET_COLUMN: [table.column(BUCKET_COLUMN)[0].as_py()],
+                         **{name: pa.array([value], _PACKED_TYPES.get(name, pa.int64()))
+                            for name, value in values.items()}})
 
     buckets_frame = spark.createDataFrame([(label,) for label in bucket_labels],
                                           f"{BUCKET_COLUMN} long")
