@@ -26,6 +26,7 @@ import pytest
 
 from apps.fraud.generator import FaultRates, FraudGenerator, GeneratorConfig, ScenarioRates
 from shared.app.loader import registered_apps
+from shared.cli.savepoint import repartition_main
 from shared.keyed.savepoint.restore import prepare_restore
 from shared.keyed.savepoint.write import write_savepoint
 from shared.keyed.state_layout import read_layout
@@ -159,3 +160,32 @@ def _assert_layout(spark, checkpoint: str, partitions: int, buckets: int) -> Non
     first_batch = (Path(checkpoint) / "offsets" / "0").read_text().splitlines()[1]
     assert json.loads(first_batch)["conf"]["spark.sql.shuffle.partitions"] == str(partitions)
     assert read_layout(spark, checkpoint).buckets == buckets
+
+
+def test_spark_repartitions_a_stopped_apps_state_in_place(
+        spark, platform_settings, kafka_bootstrap, tmp_path):
+    """``statewise repartition``: iot's state moved from 4 to 2 partitions in place; the
+    run carries on in 2, and before and after it equals its replay in memory."""
+    app = registered_apps()["iot"]
+    stream = app_stream(app, own_platform(platform_settings, kafka_bootstrap, tmp_path),
+                        RECORDS, latenesses=9)
+    settings = dataclasses.replace(stream.settings, state_buckets=BUCKETS)
+    create_app_topics(app, settings)
+    checkpoint = checkpoint_path(app, settings)
+    try:
+        shuffle_partitions(spark, PARTITIONS)
+        send(app, settings, stream.records[:RECORDS // 2])
+        run_to_the_end(spark, app, settings)
+        assert repartition_main(["iot", "--checkpoint", checkpoint, "--partitions", "2"],
+                                spark=spark) == 0
+        send(app, settings, stream.records[RECORDS // 2:])
+        run_to_the_end(spark, app, settings)
+    finally:
+        shuffle_partitions(spark, platform_settings.state_partitions)
+    last = max((p for p in Path(checkpoint, "offsets").iterdir() if p.name.isdigit()),
+               key=lambda p: int(p.name))
+    assert json.loads(last.read_text().splitlines()[1])["conf"][
+        "spark.sql.shuffle.partitions"] == "2"
+    expected = replay(app, settings, Path(checkpoint), read_topic(settings, app.input_topic))
+    got = written(app, settings)
+    assert sum(got.outputs.values()) > 0 and got.outputs == expected.outputs
