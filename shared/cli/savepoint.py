@@ -24,9 +24,10 @@ from shared.settings import add_arguments, from_namespace
 
 
 def savepoint_main(argv: Sequence[str], spark=None) -> int:
-    app, parser = _app_and_parser(argv, "savepoint", "write a savepoint of APP's keyed state")
+    app = _app(argv, "savepoint")
     if app is None:
-        return parser
+        return _usage_code(argv)
+    parser = _parser(app, "savepoint", "write a savepoint of APP's keyed state")
     parser.add_argument("--to", required=True, help="the savepoint folder (must not exist)")
     parser.add_argument("--batch-id", type=int, default=None,
                         help="the committed batch to save (default: the newest)")
@@ -47,11 +48,12 @@ def savepoint_main(argv: Sequence[str], spark=None) -> int:
 
 
 def restore_main(argv: Sequence[str], spark=None) -> int:
-    """With ``spark`` (tests) the app runs in that session, else as ``statewise run``."""
-    app, parser = _app_and_parser(argv, "restore",
-                                  "start APP on a new checkpoint from a savepoint")
+    """With ``spark`` (tests) the app runs in that session until caught up, else as
+    ``statewise run`` does (until Ctrl-C, or caught up with --available-now)."""
+    app = _app(argv, "restore")
     if app is None:
-        return parser
+        return _usage_code(argv)
+    parser = _parser(app, "restore", "start APP on a new checkpoint from a savepoint")
     parser.add_argument("--from", dest="source", required=True, help="the savepoint folder")
     parser.add_argument("--available-now", action="store_true",
                         help="process what is in Kafka now, then exit")
@@ -84,11 +86,12 @@ def restore_main(argv: Sequence[str], spark=None) -> int:
 
 
 def repartition_main(argv: Sequence[str], spark=None) -> int:
-    app, parser = _app_and_parser(
-        argv, "repartition", "change the state partitions of APP's stopped checkpoint in "
-        "place (Spark's experimental repartition; the bucket count stays)")
+    app = _app(argv, "repartition")
     if app is None:
-        return parser
+        return _usage_code(argv)
+    parser = _parser(app, "repartition", "change the state partitions of APP's stopped "
+                     "checkpoint in place (Spark's experimental repartition; the bucket "
+                     "count stays)")
     parser.add_argument("--partitions", type=int, required=True)
     args, settings, checkpoint = _parse(app, parser, argv)
     with _session(spark, settings, f"statewise-repartition-{app.name}") as session:
@@ -98,19 +101,26 @@ def repartition_main(argv: Sequence[str], spark=None) -> int:
     return 0
 
 
-def _app_and_parser(argv: Sequence[str], command: str, description: str):
-    """(app, its parser), or (None, exit code) after printing the usage."""
+def _app(argv: Sequence[str], command: str) -> AppDefinition | None:
+    """The keyed app named first, or None after printing the usage."""
     apps = {name: app for name, app in registered_apps().items() if app.keyed is not None}
-    if not argv or argv[0] not in apps:
-        print(f"usage: statewise {command} {{{','.join(sorted(apps))}}} [flags] (--help after "
-              "the app name lists them)", file=sys.stderr)
-        return None, 0 if argv[:1] in (["-h"], ["--help"]) else 2
-    app = apps[argv[0]]
+    if argv and argv[0] in apps:
+        return apps[argv[0]]
+    print(f"usage: statewise {command} {{{','.join(sorted(apps))}}} [flags] (--help after "
+          "the app name lists them)", file=sys.stderr)
+    return None
+
+
+def _usage_code(argv: Sequence[str]) -> int:
+    return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+
+
+def _parser(app: AppDefinition, command: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"statewise {command} {app.name}",
                                      description=description)
     parser.add_argument("--checkpoint", default=None,
                         help="the app's checkpoint folder (default: CHECKPOINT_DIR/APP)")
-    return app, parser
+    return parser
 
 
 def _parse(app: AppDefinition, parser: argparse.ArgumentParser, argv: Sequence[str]):

@@ -25,6 +25,7 @@ from shared.keyed.bucketed.read import latest_commit, state_at
 from shared.keyed.bucketed.spec import BUCKET_COLUMN, BucketedSpec
 from shared.keyed.bucketed.store import LAYOUT
 from shared.keyed.bucketed.tables import (
+    COLD_STATE,
     CONTROL_STATE,
     CONTROL_STATE_SCHEMA,
     HEADER_SCHEMA,
@@ -41,9 +42,10 @@ from shared.keyed.savepoint.manifest import (
     columns_of,
     source_offsets,
 )
+from shared.keyed.savepoint.restore import restored_from
 from shared.runtime.checkpoint import read_text, write_text
 
-_VALUES = {HEADER_STATE: "header", HOT_STATE: "hot", "bucket_cold": "cold"}
+_VALUES = {HEADER_STATE: "header", HOT_STATE: "hot", COLD_STATE: "cold"}
 
 
 def write_savepoint(spark: SparkSession, app: str, settings: Any, checkpoint: str,
@@ -79,9 +81,15 @@ def write_savepoint(spark: SparkSession, app: str, settings: Any, checkpoint: st
         spark.createDataFrame(control, from_arrow_schema(spec.control.schema)) \
             .coalesce(1).write.parquet(f"{path}/control")
         variables["control"] = columns_of(spec.control.schema)
+    # A checkpoint restored itself runs at no less than its savepoint's next watermark
+    # while Spark's own catches up: so does the next restore.
+    floor = restored_from(spark, checkpoint)
+    floor_ms = -1 if floor is None else floor.next_watermark_ms
     manifest = Manifest(
-        app=app, batch_id=batch_id, watermark_ms=int(json.loads(lines[1])["batchWatermarkMs"]),
-        next_watermark_ms=int(json.loads(commit_text.splitlines()[1])["nextBatchWatermarkMs"]),
+        app=app, batch_id=batch_id,
+        watermark_ms=max(int(json.loads(lines[1])["batchWatermarkMs"]), floor_ms),
+        next_watermark_ms=max(
+            int(json.loads(commit_text.splitlines()[1])["nextBatchWatermarkMs"]), floor_ms),
         offsets=source_offsets(lines), variables=variables, settings=app_settings(settings),
         key_count=count, written_with={"buckets": buckets,
                                        "state_partitions": _partitions(lines)},
