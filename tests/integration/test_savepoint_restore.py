@@ -97,7 +97,12 @@ def test_restores_at_other_partitions_and_buckets_continue_as_the_run_would(
             assert running.query.exception() is None, running.query.exception()
             _assert_layout(spark, checkpoint_path(app, own), partitions, buckets)
             restored.append(written(app, own, since=since))
-        run_to_the_end(spark, app, own)  # a restored checkpoint restarts without the savepoint
+        restarted = start(spark, app, own, available_now=True)  # without the savepoint now
+        try:
+            assert restarted.query.awaitTermination(300)
+        finally:
+            restarted.stop()
+        assert restarted.query.exception() is None, restarted.query.exception()
 
         since = marks(app, settings)
         run_to_the_end(spark, app, settings)  # the original run carries on
