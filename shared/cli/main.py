@@ -11,6 +11,9 @@
     statewise demo [APP|all] [--bootstrap-servers HOST:PORT]
     statewise report APP [flags]           (for apps that have a report)
     statewise state APP [--key K] [--json] (keyed state from the app's checkpoint)
+    statewise savepoint APP --to PATH      (every key's state, portable, with a manifest)
+    statewise restore APP --from PATH      (a new checkpoint from a savepoint)
+    statewise repartition APP --partitions N (Spark's in-place state repartition)
     statewise new NAME                     (a new app from the template: apps/NAME/)
 APP: an installed app (the ``statewise.apps`` entry points) or an app folder
 (apps/NAME/app.py defining APP), shared/app/loader.py.
@@ -85,7 +88,16 @@ def _run_parser(app: AppDefinition) -> argparse.ArgumentParser:
     return parser
 
 
-def _run_micro_batches(app: AppDefinition, settings, available_now: bool) -> int:
+def run_prepared(app: AppDefinition, settings, available_now: bool, prepare) -> int:
+    """``statewise restore``: as ``statewise run``, with ``prepare(spark)`` giving the
+    restore's first start (shared/keyed/savepoint/restore.py)."""
+    _setup_logging()
+    _require_broker(settings)
+    return _run_micro_batches(app, settings, available_now, prepare)
+
+
+def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
+                       prepare=None) -> int:
     from shared.ops.topics import provision
     from shared.quality.schedule import start_quality_monitor
     from shared.runtime.runner import run_until_stopped, start, worker_modules
@@ -99,7 +111,8 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool) -> int
     start_python_workers(spark)
     _add_metrics_listener(spark, settings)
     try:
-        running = start(spark, app, settings, available_now=available_now)
+        running = start(spark, app, settings, available_now=available_now,
+                        restore=None if prepare is None else prepare(spark))
     except CheckpointDamaged:
         spark.stop()
         raise
@@ -238,6 +251,24 @@ def _state_main(argv: Sequence[str]) -> int:
     return state_main(argv)
 
 
+def _savepoint_main(argv: Sequence[str]) -> int:
+    from shared.cli.savepoint import savepoint_main
+
+    return savepoint_main(argv)
+
+
+def _restore_main(argv: Sequence[str]) -> int:
+    from shared.cli.savepoint import restore_main
+
+    return restore_main(argv)
+
+
+def _repartition_main(argv: Sequence[str]) -> int:
+    from shared.cli.savepoint import repartition_main
+
+    return repartition_main(argv)
+
+
 def _cluster_main(argv: Sequence[str]) -> int:
     from shared.ops.cluster import cluster_main
 
@@ -291,6 +322,12 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "report": ("an app's report (for apps that have one)", _report_main),
     "state": ("an app's keyed state from its checkpoint: one key (--key) or a summary per "
               "state partition and bucket", _state_main),
+    "savepoint": ("write a portable savepoint of an app's keyed state (--to PATH)",
+                  _savepoint_main),
+    "restore": ("start an app on a new checkpoint from a savepoint (--from PATH), with any "
+                "buckets and state partitions", _restore_main),
+    "repartition": ("change a stopped app's state partitions in place (Spark's experimental "
+                    "repartition; buckets stay)", _repartition_main),
     "new": ("create a new app from the template (apps/NAME/ and its tests)", _new_main),
 }
 
@@ -301,12 +338,24 @@ def _command_parser(prog: str, description: str, commands: Mapping[str, str],
     """A parser that picks a command and leaves the rest of the line to the command's own
     parser: so ``prog COMMAND --help`` shows that command's flags only, and the settings'
     environment variables and the apps are read only by a command that uses them."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+                                     formatter_class=_CommandsHelp)
     choices = parser.add_subparsers(dest="command", metavar=metavar, title="commands")
     for name, summary in commands.items():
         # No flags, not even -h: parse_known_args hands everything after the name over.
         choices.add_parser(name, help=summary, add_help=False)
     return parser
+
+
+class _CommandsHelp(argparse.HelpFormatter):
+    """argparse measures a command's name without the indent it prints it with, so the
+    longest name got a line of its own: measured here with it."""
+
+    def _iter_indented_subactions(self, action):
+        for subaction in super()._iter_indented_subactions(action):
+            width = len(self._format_action_invocation(subaction)) + self._current_indent
+            self._action_max_length = max(self._action_max_length, width)
+            yield subaction
 
 
 def installed_version() -> str:

@@ -34,15 +34,18 @@ _CORRUPT = "_corrupt_record"
 
 
 def read_topics(spark: SparkSession, settings: PlatformSettings,
-                specs: tuple[TopicSpec, ...], *, whole_topic: bool = False) -> DataFrame:
+                specs: tuple[TopicSpec, ...], *, whole_topic: bool = False,
+                starting_offsets: str | None = None) -> DataFrame:
     """A streaming DataFrame of the raw Kafka records of ``specs``. ``whole_topic``
     (control topics): from the earliest offset on a new checkpoint, with no per-batch
-    limit, whatever the settings say for the data."""
+    limit, whatever the settings say for the data. ``starting_offsets``: Kafka's JSON of
+    offsets per partition (a restore), used on a new checkpoint only."""
+    start = starting_offsets or ("earliest" if whole_topic else settings.starting_offsets)
     reader = (
         spark.readStream.format("kafka")
         .options(**spark_options(settings))  # bootstrap servers and security
         .option("subscribe", ",".join(s.qualified(settings.topic_prefix) for s in specs))
-        .option("startingOffsets", "earliest" if whole_topic else settings.starting_offsets)
+        .option("startingOffsets", start)
         .option("includeHeaders", "true")
         # Offsets lost to retention fail the query instead of being skipped silently.
         .option("failOnDataLoss", "true")

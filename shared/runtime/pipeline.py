@@ -28,6 +28,7 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from shared.app.definition import AppDefinition, Output
 from shared.keyed.bucketed import apply_bucketed
 from shared.keyed.bucketed.envelopes import EnvelopeSpec, Route
+from shared.keyed.bucketed.spark import Restored
 from shared.keyed.bucketed.spec import (
     REJECT_COLUMN,
     SOURCE_HEADERS,
@@ -59,13 +60,15 @@ CONTROL_WRITERS = 1_000_000  # sink writers of control dead letters: this + Kafk
 
 def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
              gate=None, control_raw: DataFrame | None = None,
-             bucket_labels: Sequence[int] | None = None, figures=None) -> DataFrame:
+             bucket_labels: Sequence[int] | None = None, restored: Restored | None = None,
+             initial_state: DataFrame | None = None, figures=None) -> DataFrame:
     """The union of every envelope the app writes, plus the late-candidate column.
 
     ``gate``: a ``shared.quality.QualityGate`` (its ``reason(df)`` column), or None.
     ``control_raw``: the raw records of the app's control topic, or None.
     ``bucket_labels``: the keyed operator's bucket names (the checkpoint's layout,
-    shared/keyed/state_layout.py); None names them 0..B-1.
+    shared/keyed/state_layout.py); None names them 0..B-1. ``restored``,
+    ``initial_state``: the keyed operator's restore from a savepoint (apply_bucketed).
     ``figures``: the keyed operator's state figures accumulator (bucketed/figures.py).
     """
     schema = app.input_topic.schema
@@ -75,7 +78,8 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
     control, rejected_control = _control(control_raw, app, settings,
                                          writers=app.keyed is not None)
     if app.keyed is not None:
-        parts = [_keyed(staged, app, settings, lateness, control, bucket_labels, figures)]
+        parts = [_keyed(staged, app, settings, lateness, control, bucket_labels, restored,
+                        initial_state, figures)]
     else:
         fields = [*schema.field_names, *([EVENT_TIME] if schema.event_time_field else []),
                   SOURCE]
@@ -92,7 +96,8 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
 
 def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
            lateness: str | None, control: DataFrame | None,
-           bucket_labels: Sequence[int] | None, figures=None) -> DataFrame:
+           bucket_labels: Sequence[int] | None, restored: Restored | None = None,
+           initial_state: DataFrame | None = None, figures=None) -> DataFrame:
     """The single path: every record into the app's bucketed operator, envelopes out."""
     keyed = app.keyed
     if not lateness:
@@ -117,7 +122,7 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
         rows, with_state_caps(keyed.processor(settings), settings),
         buckets=keyed.buckets(settings), control=control,
         envelopes=envelope_spec(app, settings, lateness), bucket_labels=bucket_labels,
-        figures=figures)
+        restored=restored, initial_state=initial_state, figures=figures)
     # A state partition's output is the same on a replay, so it is its own writer and
     # the sink needs no shuffle to spread the output over writers.
     return (envelopes.withColumn(WRITER_COLUMN, F.spark_partition_id())

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from shared.app.definition import AppDefinition
+from shared.keyed.savepoint.restore import RestoreInput, restored_from
 from shared.runtime.checkpoint import offset_log_metadata, query_id
 from shared.runtime.checkpoint_check import CheckpointDamaged, check_checkpoint, damage_in
 from shared.runtime.checkpoint_files import HadoopFiles
@@ -182,19 +183,28 @@ def event_time_bound(app: AppDefinition):
 
 
 def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *,
-          available_now: bool = False, faults: FaultPlan | None = None) -> RunningApp:
-    """Start the app's streaming query; returns at once. Raises
+          available_now: bool = False, faults: FaultPlan | None = None,
+          restore: RestoreInput | None = None) -> RunningApp:
+    """Start the app's streaming query; returns at once. ``restore``: the first start of
+    a checkpoint restored from a savepoint (shared/keyed/savepoint/restore.py). Raises
     ``checkpoint_check.CheckpointDamaged``, before anything starts, on a damaged checkpoint."""
     checkpoint = checkpoint_path(app, settings)
     verify_checkpoint(spark, app, checkpoint)
-    raw = read_topics(spark, settings, app.topics.inputs)
+    prefix = settings.topic_prefix
+    raw = read_topics(spark, settings, app.topics.inputs, starting_offsets=None if restore
+                      is None else restore.manifest.starting_offsets(
+                          [t.qualified(prefix) for t in app.topics.inputs]))
     control = app.topics.control
-    control_raw = (read_topics(spark, settings, (control,), whole_topic=True)
+    control_raw = (read_topics(spark, settings, (control,), whole_topic=True,
+                               starting_offsets=None if restore is None else
+                               restore.manifest.starting_offsets([control.qualified(prefix)]))
                    if control is not None and control.schema is not None else None)
+    restored = restored_from(spark, checkpoint) if app.keyed is not None else None
     labels = bucket_labels(spark, app, settings, checkpoint)
     state = state_watch(spark, app, settings, labels)
     envelopes = assemble(raw, app, settings, quality_gate(app, settings), control_raw,
-                         labels, figures=None if state is None else state.figures)
+                         labels, restored, None if restore is None else restore.initial_state,
+                         figures=None if state is None else state.figures)
     writer = BatchWriter(spark, app, settings, checkpoint, faults or FaultPlan.from_env(),
                          state)
     stream = (envelopes.writeStream.queryName(app.name)

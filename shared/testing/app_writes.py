@@ -36,18 +36,43 @@ def read_topic(settings, spec: TopicSpec, *, read_committed: bool = True) -> lis
     )
 
 
-def written(app: AppDefinition, settings) -> Writes:
-    """Everything ``app`` (keyed: its outputs name its topics) wrote under ``settings``."""
-    outputs, rejected = Counter(), Counter()
+Marks = dict[tuple[str, int], int]  # (topic, partition) -> the next offset
+
+
+def written(app: AppDefinition, settings, since: Marks | None = None,
+            until: Marks | None = None) -> Writes:
+    """Everything ``app`` (keyed: its outputs name its topics) wrote under ``settings``;
+    with ``since``/``until`` (from :func:`marks`) only what it wrote between them."""
+    outputs, rejected, late = Counter(), Counter(), Counter()
     for spec in written_topics(app):
         topic = spec.qualified(settings.topic_prefix)
-        for record in read_topic(settings, spec):
+        for record in _between(read_topic(settings, spec), topic, since, until):
             if STAGE_HEADER in record.headers:  # an input record, set aside unchanged
                 rejected[(record.value, record.headers[REASON_HEADER])] += 1
             else:
                 outputs[(topic, record.key, record.value)] += 1
-    late = Counter(record.value for record in read_topic(settings, app.topics.late))
+    late_topic = app.topics.late.qualified(settings.topic_prefix)
+    for record in _between(read_topic(settings, app.topics.late), late_topic, since, until):
+        late[record.value] += 1
     return Writes(outputs, rejected, late)
+
+
+def marks(app: AppDefinition, settings) -> Marks:
+    """The next offset of every partition the app writes to (``written(since=...)``)."""
+    found: Marks = {}
+    for spec in (*written_topics(app), app.topics.late):
+        topic = spec.qualified(settings.topic_prefix)
+        for record in read_topic(settings, spec, read_committed=False):
+            key = (topic, record.partition)
+            found[key] = max(found.get(key, 0), record.offset + 1)
+    return found
+
+
+def _between(records: list[ConsumedRecord], topic: str, since: Marks | None,
+             until: Marks | None) -> list[ConsumedRecord]:
+    return [r for r in records
+            if (since is None or r.offset >= since.get((topic, r.partition), 0))
+            and (until is None or r.offset < until.get((topic, r.partition), 0))]
 
 
 def written_topics(app: AppDefinition) -> list[TopicSpec]:

@@ -68,6 +68,12 @@ OWN_FLAGS = [
      ["--available-now", "--velocity-count", "--app"]),
     (["control", "--help"], ["param", "value", "--version"],
      ["--available-now", "--rate", "--app"]),
+    (["savepoint", "fraud", "--help"], ["--to", "--batch-id", "--checkpoint", "--velocity-count"],
+     ["--from", "--available-now"]),
+    (["restore", "fraud", "--help"],
+     ["--from", "--available-now", "--accept-settings-change", "--state-buckets"],
+     ["--to TO", "--batch-id"]),
+    (["repartition", "fraud", "--help"], ["--partitions", "--checkpoint"], ["--to TO", "--from"]),
 ]
 
 

@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 from shared.keyed.apply import _has_watermark, _spark_duration
 from shared.keyed.bucketed.envelopes import ENVELOPE_SCHEMA, EnvelopeSpec
 from shared.keyed.bucketed.processor import BucketedProcessor
-from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout
+from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout, Restored
 from shared.keyed.bucketed.spec import (
     BUCKET_COLUMN,
     CONTROL_PREFIX,
@@ -67,6 +67,8 @@ def apply_bucketed(
     output_mode: str = "Append",
     envelopes: EnvelopeSpec | None = None,
     bucket_labels: Sequence[int] | None = None,
+    restored: Restored | None = None,
+    initial_state: DataFrame | None = None,
     figures=None,
 ) -> DataFrame:
     """The processor's output stream. ``buckets`` (B) is fixed for the life of the
@@ -84,6 +86,11 @@ def apply_bucketed(
 
     ``bucket_labels``: bucket i's value in the grouping column (bucket_labels.py; the
     checkpoint's, from state_layout.py); None names the buckets 0..B-1.
+
+    ``restored``: the checkpoint was restored from a savepoint (its watermarks carry on);
+    ``initial_state``: on the restore's first start, one row per bucket (``keyed_bucket``
+    and bucketed/portable.py's ``INITIAL_COLUMNS``), written into the state by the
+    first batch (shared/keyed/savepoint/restore.py makes it).
     """
     spec = processor.spec
     _check_input(df, spec, buckets, allow_layer_columns=envelopes is not None)
@@ -120,10 +127,12 @@ def apply_bucketed(
     elif output_schema is None:
         raise BucketedSpecError("typed outputs need an output_schema")
     layout = _layout(data_schema, control_schema, output_schema, buckets)
+    if initial_state is not None and restored is None:
+        raise BucketedSpecError("an initial state needs the savepoint's watermarks (restored)")
     return stream.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
-        BucketedStatefulProcessor(processor, layout, envelopes, figures), output_schema,
-        output_mode,
-        spec.time_mode)
+        BucketedStatefulProcessor(processor, layout, envelopes, restored, figures),
+        output_schema, output_mode, spec.time_mode,
+        initialState=None if initial_state is None else initial_state.groupBy(BUCKET_COLUMN))
 
 
 def _labels(bucket_labels: Sequence[int] | None, buckets: int) -> tuple[int, ...]:
@@ -132,6 +141,13 @@ def _labels(bucket_labels: Sequence[int] | None, buckets: int) -> tuple[int, ...
         raise BucketedSpecError(f"{buckets} buckets need {buckets} distinct labels, got "
                                 f"{labels}")
     return labels
+
+
+def named_bucket(key_columns: Sequence[str], buckets: int,
+                 bucket_labels: Sequence[int] | None = None) -> Column:
+    """The grouping value of a row's bucket, as the query computes it from its key."""
+    hashed = F.xxhash64(*[F.col(c) for c in key_columns])
+    return _named(F.pmod(hashed, F.lit(buckets)), _labels(bucket_labels, buckets))
 
 
 def _named(bucket: Column, labels: tuple[int, ...]) -> Column:

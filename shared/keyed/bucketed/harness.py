@@ -30,7 +30,7 @@ from shared.keyed.bucketed.call import CallResult
 from shared.keyed.bucketed.codec import header_from_state, load
 from shared.keyed.bucketed.processor import BucketedProcessor
 from shared.keyed.bucketed.segments import HISTORY_N
-from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout
+from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout, Restored
 from shared.keyed.bucketed.spec import (
     BUCKET_COLUMN,
     CONTROL_PREFIX,
@@ -61,8 +61,10 @@ class BucketedHarness:
 
     def __init__(self, processor: BucketedProcessor, *, buckets: int,
                  watermark_delay_ms: int = 0, processing_time_ms: int = 0,
-                 output_columns: tuple[str, ...] = (), operator_late: bool = True) -> None:
+                 output_columns: tuple[str, ...] = (), operator_late: bool = True,
+                 restored: Restored | None = None) -> None:
         self.spec, self.buckets = processor.spec, buckets
+        self.restored = restored  # a harness started from a savepoint (spark.Restored)
         self._processor, self._output_columns = processor, output_columns
         self._delay_ms = watermark_delay_ms
         self.operator_late = operator_late and self.spec.time_mode == "EventTime"
@@ -80,18 +82,24 @@ class BucketedHarness:
         self._runner: BucketedStatefulProcessor | None = None
 
     def run_batch(self, rows: pd.DataFrame | None = None, control: pd.DataFrame | None = None,
-                  processing_time_ms: int | None = None, idle_after: bool = True
-                  ) -> pd.DataFrame:
+                  processing_time_ms: int | None = None, idle_after: bool = True,
+                  initial_state: dict[int, dict] | None = None) -> pd.DataFrame:
         """One micro-batch; returns its output and, with ``idle_after``, that of the
         no-data batch Spark runs when the watermark moved and no data is waiting.
         Without it the next batch follows at once (a busy stream): its rows are then
-        judged late against this batch's watermark, while it runs at the moved one."""
+        judged late against this batch's watermark, while it runs at the moved one.
+        ``initial_state`` (the first batch of a restore): bucket -> its initial-state row
+        (bucketed/portable.py ``INITIAL_COLUMNS``), handed to ``handleInitialState``
+        before any bucket's rows, as Spark does in a restored query's first batch."""
         if processing_time_ms is not None:
             self.handle.now_ms = processing_time_ms
         if rows is None and control is None and self._runner is None:
             return pd.DataFrame()  # nothing fed yet: no state, no timer, no watermark
         rows = None if rows is None else self._with_layer_columns(rows)
         runner = self._runner_for(rows)
+        for bucket, values in sorted((initial_state or {}).items()):
+            self.handle.key = (bucket,)
+            runner.handleInitialState((bucket,), pd.DataFrame([values]), self._timer_values())
         if rows is None:  # control only: Spark's union still has the data columns (nulls)
             rows = pd.DataFrame(columns=[*runner.layout.data_columns, BUCKET_COLUMN])
         outputs: list[pd.DataFrame] = []
@@ -248,7 +256,8 @@ class BucketedHarness:
                 data_dtypes=_exact_dtypes(data),
                 control_dtypes=() if control is None else _exact_dtypes(
                     control.schema.empty_table().to_pandas()))
-            self._runner = BucketedStatefulProcessor(self._processor, layout)
+            self._runner = BucketedStatefulProcessor(self._processor, layout,
+                                                     restored=self.restored)
             self._runner.decides_late = self.operator_late
             self._runner.init(self.handle)
         return self._runner

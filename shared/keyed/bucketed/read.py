@@ -52,7 +52,7 @@ def read_key(spark: SparkSession, checkpoint: str, spec: BucketedSpec, buckets: 
     bucket = labels_for_reading(spark, checkpoint, buckets)[index]
     values = {}
     for name in (HEADER_STATE, HOT_STATE, COLD_STATE):
-        rows = (_state(spark, checkpoint, batch_id, name)
+        rows = (state_at(spark, checkpoint, batch_id, name)
                 .where(F.col(f"key.{BUCKET_COLUMN}") == bucket).select("value").collect())
         values[name] = tuple(rows[0].value) if rows else None
     if values[HEADER_STATE] is None:
@@ -68,7 +68,7 @@ def _check_bucket_count(spark: SparkSession, checkpoint: str, batch_id: int,
                         buckets: int) -> None:
     """The key's bucket holds nothing: with another B than the state's it was the wrong
     bucket, so say that rather than "no such key"."""
-    stored = {r.bucket_count for r in _state(spark, checkpoint, batch_id, HEADER_STATE)
+    stored = {r.bucket_count for r in state_at(spark, checkpoint, batch_id, HEADER_STATE)
               .select("value.bucket_count").distinct().collect()}
     if stored and stored != {buckets}:
         raise BucketedSpecError(
@@ -89,7 +89,7 @@ def read_summary(spark: SparkSession, checkpoint: str, spec: BucketedSpec, bucke
         F.col(f"key.{BUCKET_COLUMN}"))
     bucket = F.coalesce(index, F.col(f"key.{BUCKET_COLUMN}")).alias("bucket")
     headers = {r.bucket: (r.partition_id, tuple(r.value)) for r in
-               _state(spark, checkpoint, batch_id, HEADER_STATE)
+               state_at(spark, checkpoint, batch_id, HEADER_STATE)
                .select(bucket, "partition_id", "value").collect()}
     segments: dict[str, dict[int, tuple[tuple, int]]] = {}
     for name in (HOT_STATE, COLD_STATE):
@@ -97,7 +97,7 @@ def read_summary(spark: SparkSession, checkpoint: str, spec: BucketedSpec, bucke
         value = F.struct(F.col("value.content_id"), F.col("value.keys_ipc"),
                          F.lit(None).cast("binary"), F.col("value.tombs_ipc"))
         segments[name] = {r.bucket: (tuple(r.value), r.size) for r in
-                          _state(spark, checkpoint, batch_id, name)
+                          state_at(spark, checkpoint, batch_id, name)
                           .select(bucket, value.alias("value"), size.alias("size")).collect()}
     rows = []
     for b, (partition, header) in headers.items():
@@ -107,7 +107,8 @@ def read_summary(spark: SparkSession, checkpoint: str, spec: BucketedSpec, bucke
     return rows
 
 
-def _state(spark: SparkSession, checkpoint: str, batch_id: int, variable: str) -> DataFrame:
+def state_at(spark: SparkSession, checkpoint: str, batch_id: int, variable: str) -> DataFrame:
+    """One state variable of a committed batch, read with Spark's state reader."""
     return (spark.read.format("statestore").option("batchId", batch_id)
             .option("stateVarName", variable).load(checkpoint))
 

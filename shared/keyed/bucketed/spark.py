@@ -39,6 +39,7 @@ from shared.keyed.bucketed.codec import (
 from shared.keyed.bucketed.core import BatchClock
 from shared.keyed.bucketed.envelopes import EnvelopeSpec, envelope_rows
 from shared.keyed.bucketed.figures import BucketFigures, StateFigures
+from shared.keyed.bucketed.portable import restored_header
 from shared.keyed.bucketed.processor import BucketedProcessor
 from shared.keyed.bucketed.spec import (
     CONTROL_PREFIX,
@@ -59,6 +60,15 @@ from shared.keyed.bucketed.tables import (
     control_from_state,
     control_to_state,
 )
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What a checkpoint restored from a savepoint keeps of it (shared/keyed/savepoint):
+    the watermark of the savepoint's batch and the one its next batch would have run at."""
+
+    watermark_ms: int
+    next_watermark_ms: int
 
 
 @dataclass(frozen=True)
@@ -105,11 +115,13 @@ class BucketedStatefulProcessor(StatefulProcessor):
     ``envelopes``: emit Kafka envelopes (and decide lateness) instead of typed rows."""
 
     def __init__(self, processor: BucketedProcessor, layout: InputLayout,
-                 envelopes: EnvelopeSpec | None = None, figures=None) -> None:
+                 envelopes: EnvelopeSpec | None = None, restored: Restored | None = None,
+                 figures=None) -> None:
         self.processor, self.layout, self.envelopes = processor, layout, envelopes
         self.figures = figures  # an accumulator of bucketed/figures.StateFigures, or None
         self.spec = processor.spec
         self.decides_late = envelopes is not None  # Spark drops late rows otherwise
+        self.restored = restored
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
@@ -125,6 +137,23 @@ class BucketedStatefulProcessor(StatefulProcessor):
         frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         data, control_rows = self.layout.split(frame)
         return self._emit(self.call(int(key[0]), data, control_rows, timerValues))
+
+    def handleInitialState(self, key: Any, initialState: pd.DataFrame,
+                           timerValues: TimerValues) -> None:
+        """A restore's first batch: the bucket's keys from a savepoint, packed into one
+        cold segment (bucketed/portable.py), its control records and its timer."""
+        if self.restored is None:
+            raise BucketedSpecError("an initial state was given without a restore")
+        values = initialState.iloc[0].to_dict()  # one row per bucket
+        header = restored_header(self.layout.bucket_count, values,
+                                 self.restored.watermark_ms, self.spec.time_mode == "EventTime")
+        if header.cold_id is not None:
+            self._cold.update((header.cold_id, values["keys_ipc"], values["history_ipc"], None))
+        if self._control is not None and values.get("control_ipc") is not None:
+            self._control.update((values["control_ipc"], int(values["control_records"])))
+        if header.timer_ms is not None:
+            self._handle.registerTimer(header.timer_ms)
+        self._header.update(header_to_state(header))
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[pd.DataFrame]:
@@ -147,7 +176,7 @@ class BucketedStatefulProcessor(StatefulProcessor):
         if fired_ms is not None and fired_ms == header.timer_ms:
             header = replace(header, timer_ms=None)
         loaded = load(header, self.spec, self._hot.get, self._cold.get)
-        clock = BatchClock(watermark_ms=timer_values.getCurrentWatermarkInMs(),
+        clock = BatchClock(watermark_ms=self._watermark_ms(timer_values),
                            processing_time_ms=timer_values.getCurrentProcessingTimeInMs())
         result = run_call(self.processor, bucket, loaded, data, self._load_control(),
                           control_rows, clock, decides_late=self.decides_late,
@@ -156,6 +185,15 @@ class BucketedStatefulProcessor(StatefulProcessor):
         if self.figures is not None:
             self.figures.add(call_figures(bucket, saved, result.refused_keys, self.spec))
         return result
+
+    def _watermark_ms(self, timer_values: TimerValues) -> int:
+        """Spark's watermark, and after a restore at least the one the savepoint's next
+        batch would have run at: a new checkpoint's watermark starts from nothing, and
+        the restored keys must be decided (and expire) as the uninterrupted run would."""
+        watermark = timer_values.getCurrentWatermarkInMs()
+        if self.restored is None or watermark < 0:
+            return watermark
+        return max(watermark, self.restored.next_watermark_ms)
 
     def _load_control(self) -> pd.DataFrame | None:
         if self._control is None or self.spec.control is None:

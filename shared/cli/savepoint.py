@@ -1,0 +1,152 @@
+"""``statewise savepoint APP --to PATH``, ``statewise restore APP --from PATH`` and
+``statewise repartition APP --partitions N`` (docs/operations.md, "Savepoints").
+
+savepoint: the state of every key at a committed batch, portable (Parquet, one row per
+key) with a manifest; on a stopped app's checkpoint or beside the running app.
+restore: the app started on a new checkpoint from a savepoint, at its offsets, with the
+buckets and state partitions of the settings given now.
+repartition: Spark's own in-place change of the state partitions of a stopped app's
+checkpoint (experimental in Spark; the bucket count stays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from shared.app.definition import AppDefinition
+from shared.app.loader import registered_apps
+from shared.keyed.bucketed.spec import BucketedSpecError
+from shared.keyed.savepoint.manifest import SavepointError
+from shared.settings import add_arguments, from_namespace
+
+
+def savepoint_main(argv: Sequence[str], spark=None) -> int:
+    app = _app(argv, "savepoint")
+    if app is None:
+        return _usage_code(argv)
+    parser = _parser(app, "savepoint", "write a savepoint of APP's keyed state")
+    parser.add_argument("--to", required=True, help="the savepoint folder (must not exist)")
+    parser.add_argument("--batch-id", type=int, default=None,
+                        help="the committed batch to save (default: the newest)")
+    args, settings, checkpoint = _parse(app, parser, argv)
+    from shared.keyed.savepoint.write import write_savepoint
+
+    processor = app.keyed.processor(settings)
+    with _session(spark, settings, f"statewise-savepoint-{app.name}") as session:
+        try:
+            manifest = write_savepoint(session, app.name, settings, checkpoint, processor.spec,
+                                       app.keyed.buckets(settings), args.to, args.batch_id)
+        except (SavepointError, BucketedSpecError) as error:
+            print(f"statewise savepoint: {error}", file=sys.stderr)
+            return 1
+    print(f"saved {manifest.key_count} keys of {app.name} at batch {manifest.batch_id} "
+          f"(watermark {manifest.watermark_ms} ms) to {args.to}")
+    return 0
+
+
+def restore_main(argv: Sequence[str], spark=None) -> int:
+    """With ``spark`` (tests) the app runs in that session until caught up, else as
+    ``statewise run`` does (until Ctrl-C, or caught up with --available-now)."""
+    app = _app(argv, "restore")
+    if app is None:
+        return _usage_code(argv)
+    parser = _parser(app, "restore", "start APP on a new checkpoint from a savepoint")
+    parser.add_argument("--from", dest="source", required=True, help="the savepoint folder")
+    parser.add_argument("--available-now", action="store_true",
+                        help="process what is in Kafka now, then exit")
+    parser.add_argument("--accept-settings-change", action="store_true",
+                        help="restore although the app's settings differ from the savepoint's")
+    args, settings, checkpoint = _parse(app, parser, argv)
+
+    def prepare(session):
+        from shared.keyed.savepoint.restore import prepare_restore
+
+        return prepare_restore(session, app, settings, checkpoint, args.source,
+                               args.accept_settings_change)
+
+    try:
+        if spark is None:
+            from shared.cli.main import run_prepared
+
+            return run_prepared(app, settings, args.available_now, prepare)
+        from shared.runtime.runner import start
+
+        running = start(spark, app, settings, available_now=True, restore=prepare(spark))
+        try:
+            running.query.awaitTermination()
+        finally:
+            running.stop()
+        return 0 if running.query.exception() is None else 1
+    except (SavepointError, BucketedSpecError) as error:
+        print(f"statewise restore: {error}", file=sys.stderr)
+        return 1
+
+
+def repartition_main(argv: Sequence[str], spark=None) -> int:
+    app = _app(argv, "repartition")
+    if app is None:
+        return _usage_code(argv)
+    parser = _parser(app, "repartition", "change the state partitions of APP's stopped "
+                     "checkpoint in place (Spark's experimental repartition; the bucket "
+                     "count stays)")
+    parser.add_argument("--partitions", type=int, required=True)
+    args, settings, checkpoint = _parse(app, parser, argv)
+    with _session(spark, settings, f"statewise-repartition-{app.name}") as session:
+        session._streamingCheckpointManager.repartition(checkpoint, args.partitions)
+    print(f"{checkpoint}: state now in {args.partitions} partitions (the next batch of "
+          f"{app.name} runs with them)")
+    return 0
+
+
+def _app(argv: Sequence[str], command: str) -> AppDefinition | None:
+    """The keyed app named first, or None after printing the usage."""
+    apps = {name: app for name, app in registered_apps().items() if app.keyed is not None}
+    if argv and argv[0] in apps:
+        return apps[argv[0]]
+    print(f"usage: statewise {command} {{{','.join(sorted(apps))}}} [flags] (--help after "
+          "the app name lists them)", file=sys.stderr)
+    return None
+
+
+def _usage_code(argv: Sequence[str]) -> int:
+    return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+
+
+def _parser(app: AppDefinition, command: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"statewise {command} {app.name}",
+                                     description=description)
+    parser.add_argument("--checkpoint", default=None,
+                        help="the app's checkpoint folder (default: CHECKPOINT_DIR/APP)")
+    return parser
+
+
+def _parse(app: AppDefinition, parser: argparse.ArgumentParser, argv: Sequence[str]):
+    add_arguments(parser, app.settings_type, os.environ)
+    args = parser.parse_args(list(argv[1:]))
+    settings = from_namespace(app.settings_type, args)
+    if args.checkpoint is not None:
+        return args, settings, args.checkpoint
+    from shared.runtime.runner import checkpoint_path
+
+    return args, settings, checkpoint_path(app, settings)
+
+
+class _session:
+    """The given Spark session, or one of the command's own, stopped after."""
+
+    def __init__(self, spark, settings, name: str) -> None:
+        self.spark, self.settings, self.name, self.own = spark, settings, name, spark is None
+
+    def __enter__(self):
+        if self.own:
+            from shared.runtime.spark import build_session
+
+            self.spark = build_session(self.settings, self.name)
+        return self.spark
+
+    def __exit__(self, *exc) -> None:
+        if self.own:
+            self.spark.stop()

@@ -1,0 +1,1 @@
+"""Savepoints of a keyed app's state, and restores from them (docs/operations.md)."""
