@@ -13,7 +13,7 @@ from apps.fraud.settings import FraudSettings
 from shared.keyed.bucketed import BucketedHarness
 from shared.keyed.bucketed.cache import SegmentCache
 from shared.keyed.bucketed.codec import load
-from shared.keyed.bucketed.examples import RollingSpend
+from shared.keyed.bucketed.examples import RollingSpend, RollingSpendV2
 from shared.keyed.bucketed.portable import (
     DECIDED_THROUGH,
     ENTRIES,
@@ -111,6 +111,21 @@ def test_a_savepoint_without_a_new_column_restores_it_as_null():
                                     "history_count": 0}, 0, timers=False),
                 harness.spec, lambda: None, lambda: packed.cold, SegmentCache()).cold
     assert cold.keys["events"].isna().all() and cold.history_rows == 0
+
+
+def test_a_version_1_savepoint_restored_by_version_2_code_gets_its_upgrade():
+    harness = spent_harness()  # RollingSpend: state version 1
+    rows = saved_rows(harness)
+    spec = RollingSpendV2.spec
+    packed = pack(spec, rows, state_version=1)
+    cold = load(restored_header(4, {"key_count": packed.key_count, "content_id": packed.cold[0],
+                                    "history_count": packed.history_count}, 0, timers=False),
+                spec, lambda: None, lambda: packed.cold, SegmentCache()).cold
+    keys = cold.keys
+    assert len(keys) == rows.num_rows
+    assert (keys["mean_amount"] == keys["amount_sum"] / keys["events"]).all()
+    again = pack(spec, rows, state_version=2)  # saved by version 2: nothing to fill
+    assert again.cold[1] != packed.cold[1]
 
 
 def test_the_manifest_round_trips_and_names_offsets_and_setting_changes():

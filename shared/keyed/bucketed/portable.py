@@ -77,11 +77,15 @@ class PackedBucket:
     decided_through_ms: int | None  # the greatest of its keys' (None: no key)
 
 
-def pack(spec: BucketedSpec, rows: pa.Table) -> PackedBucket:
+def pack(spec: BucketedSpec, rows: pa.Table, state_version: int = 1) -> PackedBucket:
     """The keys of ``rows`` (savepoint key rows, already in their new bucket) as one cold
     segment. Columns the savepoint lacks (state written before a column was added) are
-    nulls; columns the spec no longer declares are dropped."""
+    nulls, or filled by the spec's upgrades after ``state_version`` (the savepoint's);
+    columns the spec no longer declares are dropped."""
     rows = conform(rows, key_schema(spec))
+    for upgrade in sorted(spec.upgrades, key=lambda u: u.version):
+        if upgrade.version > state_version:
+            rows = conform(upgrade.fill(rows), key_schema(spec))
     if not rows.num_rows:
         return PackedBucket(None, 0, 0, None, None)
     keys = rows.select([f.name for f in cold_key_schema(spec) if f.name != HISTORY_N])

@@ -43,6 +43,7 @@ class Manifest:
     key_count: int
     written_with: dict[str, int]  # buckets and state partitions (for the record only)
     layer_layout: int  # the bucketed layer's stored layout version
+    state_version: int = 1  # the app's state version (spec.state_version); 1 before it was kept
 
     @property
     def settings_fingerprint(self) -> str:

@@ -74,7 +74,7 @@ def record_restore(spark: SparkSession, checkpoint: str, path: str, manifest: Ma
 
 
 def initial_state(spark: SparkSession, path: str, spec: BucketedSpec, buckets: int,
-                  bucket_labels: tuple[int, ...]) -> DataFrame:
+                  bucket_labels: tuple[int, ...], state_version: int = 1) -> DataFrame:
     """One row per bucket of the new layout: its packed keys (none: nulls) and the
     control records."""
     path = path.rstrip("/")
@@ -84,7 +84,7 @@ def initial_state(spark: SparkSession, path: str, spec: BucketedSpec, buckets: i
     rows = rows.withColumn(BUCKET_COLUMN, named_bucket(spec.key_columns, buckets, bucket_labels))
 
     def packed(table: pa.Table) -> pa.Table:
-        values = initial_values(pack(spec, table))
+        values = initial_values(pack(spec, table, state_version))
         return pa.table({BUCKET_COLUMN: [table.column(BUCKET_COLUMN)[0].as_py()],
                          **{name: pa.array([value], _PACKED_TYPES.get(name, pa.int64()))
                             for name, value in values.items()}})
@@ -127,8 +127,13 @@ def prepare_restore(spark: SparkSession, app, settings, checkpoint: str, path: s
                              "anyway)")
     from shared.runtime.runner import bucket_labels
 
+    spec = app.keyed.processor(settings).spec
+    if manifest.state_version > spec.state_version:
+        raise SavepointError(f"{path} holds state version {manifest.state_version}, newer "
+                             f"than this code's {spec.state_version}: restore it with the "
+                             "newer code")
     record_restore(spark, checkpoint, path, manifest)
     labels = bucket_labels(spark, app, settings, checkpoint)  # recorded for the new B
-    state = initial_state(spark, path, app.keyed.processor(settings).spec,
-                          app.keyed.buckets(settings), labels)
+    state = initial_state(spark, path, spec, app.keyed.buckets(settings), labels,
+                          manifest.state_version)
     return RestoreInput(manifest, state)

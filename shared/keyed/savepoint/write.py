@@ -93,7 +93,7 @@ def write_savepoint(spark: SparkSession, app: str, settings: Any, checkpoint: st
         offsets=source_offsets(lines), variables=variables, settings=app_settings(settings),
         key_count=count, written_with={"buckets": buckets,
                                        "state_partitions": _partitions(lines)},
-        layer_layout=LAYOUT)
+        layer_layout=LAYOUT, state_version=spec.state_version)
     write_text(spark, f"{path}/{MANIFEST_FILE}", manifest.document())
     return manifest
 
