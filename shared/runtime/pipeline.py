@@ -18,12 +18,13 @@ that path reads Kafka twice per batch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, MapType, StructType
+from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
 
 from shared.app.definition import AppDefinition, Output
 from shared.keyed.bucketed import apply_bucketed
@@ -177,7 +178,9 @@ def _control(control_raw: DataFrame | None, app: AppDefinition, settings: Platfo
     spec = app.topics.control
     if control_raw is None or spec is None or spec.schema is None:
         return None, None
-    staged = parse(control_raw, spec.schema).withColumn(_BARRIER, F.spark_partition_id() >= 0)
+    staged = parse(control_raw, spec.schema)
+    staged = staged.withColumn(DECODE_REASON, _finite_reason(staged, spec.schema)).withColumn(
+        _BARRIER, F.spark_partition_id() >= 0)
     reason = F.col(DECODE_REASON)
     decoded = kept(staged, reason.isNull()).select(*spec.schema.field_names)
     bad = kept(staged, reason.isNotNull())
@@ -189,6 +192,21 @@ def _control(control_raw: DataFrame | None, app: AppDefinition, settings: Platfo
         carry=(WRITER_COLUMN,) if writers else (),
     ).withColumn(LATE_EVENT_TIME, F.lit(None).cast("timestamp"))
     return decoded, rejected
+
+
+def _finite_reason(staged: DataFrame, schema) -> Column:
+    """The decode reason, or one naming a floating-point field holding NaN or an infinity:
+    Spark's JSON reader takes both, and a control value is applied as it comes (an
+    infinite threshold failed the app's processor on every restart; a NaN one, the newest
+    version, silently replaced the one before)."""
+    reason = F.col(DECODE_REASON)
+    for field in schema.struct.fields:
+        if isinstance(field.dataType, DoubleType | FloatType):
+            value = F.col(field.name)
+            reason = F.when(reason.isNull() & (F.isnan(value) | (F.abs(value) == math.inf)),
+                            F.lit(f"field '{field.name}' is not a finite number")
+                            ).otherwise(reason)
+    return reason
 
 
 def _with_reason(staged: DataFrame, gate) -> DataFrame:

@@ -1,6 +1,8 @@
 """A threshold sent on the control topic reaches every task in the batch it arrives in,
 without a restart, and survives a restart on the same checkpoint; a control record that
-does not decode goes to dead letters, not silently away."""
+does not decode, or holds NaN or an infinity, goes to dead letters, not silently away
+(an infinite threshold used to fail the processor on every restart, a NaN one to replace
+the threshold before it)."""
 
 from __future__ import annotations
 
@@ -46,7 +48,10 @@ def test_a_threshold_change_applies_at_once_and_survives_a_restart(
     run_once(spark, settings)  # default threshold: 5 transactions
     send_json(bootstrap, control, [{"param": "velocity_count", "value": 3, "version": 1}],
               "param")
-    send_values(bootstrap, control, [(b"velocity_count", b"{not json")])
+    not_finite = [b'{"param": "velocity_count", "value": Infinity, "version": 2}',
+                  b'{"param": "velocity_count", "value": NaN, "version": 3}']
+    send_values(bootstrap, control, [(b"velocity_count", b"{not json")]
+                + [(b"velocity_count", value) for value in not_finite])
     send_json(bootstrap, topic, three_quick("card-during", now_ms - 500_000), "card_id")
     run_once(spark, settings)  # the change and the rows in one run
     send_json(bootstrap, topic, three_quick("card-after", now_ms - 400_000), "card_id")
@@ -56,4 +61,7 @@ def test_a_threshold_change_applies_at_once_and_survives_a_restart(
     assert sorted((a.json()["card_id"], a.json()["txn_id"]) for a in alerts) == [
         ("card-after", "card-after-2"), ("card-during", "card-during-2")]
     dead = read_all(bootstrap, FRAUD.dead_letter.qualified(settings.topic_prefix))
-    assert [(d.value, d.headers["statewise.stage"]) for d in dead] == [(b"{not json", "control")]
+    assert sorted((d.value, d.headers["statewise.stage"], d.headers["statewise.reason"])
+                  for d in dead) == sorted(
+        [(b"{not json", "control", "malformed JSON")]
+        + [(value, "control", "field 'value' is not a finite number") for value in not_finite])
