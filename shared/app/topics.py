@@ -36,17 +36,27 @@ class AppTopics:
                 self.dead_letter, self.late)
 
 
+# A dead letter or late record is its input record plus headers: larger than the input,
+# so these topics take records up to 2 MiB, past the 1 MiB a topic takes by default (an
+# input record near that size could not be written, and failed the app on every
+# restart). Values beyond the input limit the pipeline checks are left out of the
+# envelope (kafka_io.MAX_RECORD_BYTES, docs/operations.md).
+SIDE_TOPIC_MAX_BYTES = 2 * 1024 * 1024
+
+
 def dead_letter_topic(app: str) -> TopicSpec:
     return TopicSpec(
         f"{app}.dead-letter", app,
         "records that failed decoding or data quality; reason and source in headers",
-        partitions=1, retention_ms=30 * DAY_MS)
+        partitions=1, retention_ms=30 * DAY_MS,
+        extra_config={"max.message.bytes": str(SIDE_TOPIC_MAX_BYTES)})
 
 
 def late_topic(app: str) -> TopicSpec:
     return TopicSpec(
         f"{app}.late", app, "records behind the app's watermark (beyond allowed lateness)",
-        partitions=1, retention_ms=30 * DAY_MS)
+        partitions=1, retention_ms=30 * DAY_MS,
+        extra_config={"max.message.bytes": str(SIDE_TOPIC_MAX_BYTES)})
 
 
 # A run-time change to one threshold of an app (``statewise control APP PARAM VALUE``;

@@ -28,6 +28,11 @@ ENVELOPE_COLUMNS = ("topic", "key", "value", "headers")
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 REASON_HEADER = "statewise.reason"
 MAX_RECORD_BYTES = 1024 * 1024
+# A dead letter of a record over MAX_RECORD_BYTES leaves the value out (the side topics
+# take 2 MiB, shared/app/topics.py) and says so; the record stays in its input topic.
+OMITTED_HEADER = "statewise.value_omitted"
+OMITTED_TEXT = (f"%d bytes, over {MAX_RECORD_BYTES}: the original is at the source topic, "
+                "partition and offset")
 # timestamp_millis outside these bounds overflows; ANSI mode would fail the query.
 _MIN_EVENT_MS, _MAX_EVENT_MS = -62_135_596_800_000, 253_402_300_799_999
 _CORRUPT = "_corrupt_record"
@@ -159,11 +164,14 @@ def dead_letter_envelopes(rows: DataFrame, reason: Column, app: str, stage: str 
         _header("statewise.source.timestamp", F.unix_millis(source["timestamp"])),
     )
     original = F.coalesce(source["headers"], F.array().cast(HEADERS_TYPE))
+    oversized = F.length(source["value"]) > MAX_RECORD_BYTES
+    omitted = F.when(oversized, F.array(_header(OMITTED_HEADER, F.format_string(
+        OMITTED_TEXT, F.length(source["value"]))))).otherwise(F.array().cast(HEADERS_TYPE))
     return rows.select(
         _as_column(topic).alias("topic"),
         source["key"].alias("key"),
-        source["value"].alias("value"),
-        F.concat(original, added).alias("headers"),
+        F.when(~oversized, source["value"]).alias("value"),
+        F.concat(original, added, omitted).alias("headers"),
         *carry,
     )
 

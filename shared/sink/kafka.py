@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
+from shared.app.topics import SIDE_TOPIC_MAX_BYTES
 from shared.runtime.kafka_clients import consumer, transactional_producer
 from shared.runtime.kafka_io import ENVELOPE_COLUMNS
 
@@ -43,7 +44,10 @@ def kafka_clients(config, partition: int) -> tuple[Producer, Consumer]:
     producer = transactional_producer(
         config.kafka, config.transactional_id(partition), **common,
         **{"transaction.timeout.ms": config.transaction_timeout_ms,
-           "enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4"})
+           "enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4",
+           # librdkafka refuses a record over 1,000,000 bytes itself; a dead letter may be
+           # up to the side topics' limit (batches stay at batch.size, 1 MB).
+           "message.max.bytes": SIDE_TOPIC_MAX_BYTES + 64 * 1024})
     marker = consumer(
         config.kafka, **common,
         **{"group.id": config.marker_group(partition), "enable.auto.commit": False,

@@ -30,11 +30,12 @@ class ConsumedRecord:
 
 
 def send_values(kafka: KafkaTarget, topic: str,
-                items: Iterable[tuple[bytes | None, bytes | None]]) -> int:
-    """Send raw (key, value) pairs with an idempotent producer; returns the count."""
+                items: Iterable[tuple[bytes | None, bytes | None]], **overrides) -> int:
+    """Send raw (key, value) pairs with an idempotent producer; returns the count.
+    ``overrides``: more producer settings (``message_max_bytes=...``)."""
     # A plain producer, not the generators' tuned one: librdkafka's own partitioner.
     producer = kafka_clients.producer(kafka, enable_idempotence=True, linger_ms=5,
-                                      log_level=3)
+                                      log_level=3, **overrides)
     failures: list[str] = []
 
     def on_delivery(error, _message):

@@ -38,6 +38,7 @@ from shared.keyed.bucketed.spec import (
     STAGE_COLUMN,
 )
 from shared.runtime.json_encode import json_objects
+from shared.runtime.kafka_io import MAX_RECORD_BYTES, OMITTED_HEADER, OMITTED_TEXT
 
 ENVELOPE_SCHEMA = StructType([
     StructField("topic", StringType(), False),
@@ -131,8 +132,14 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
         headers.append([{"key": h["key"], "value": h["value"]} for h in kept]
                        if kept is not None else [])
         headers[-1] += [{"key": k, "value": str(v).encode()} for k, v in added]
+    values = list(rows[SOURCE_VALUE].to_numpy())
+    for i, value in enumerate(values):
+        if value is not None and len(value) > MAX_RECORD_BYTES:
+            values[i] = None
+            headers[i].append({"key": OMITTED_HEADER,
+                               "value": (OMITTED_TEXT % len(value)).encode()})
     return pd.DataFrame({"topic": topic, "key": list(rows[SOURCE_KEY].to_numpy()),
-                         "value": list(rows[SOURCE_VALUE].to_numpy()), "headers": headers})
+                         "value": values, "headers": headers})
 
 
 def _utf8(values: pd.Series) -> list[bytes | None]:
