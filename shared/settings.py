@@ -95,8 +95,10 @@ class PlatformSettings:
     trigger_interval: str = setting(
         "1 second", "STATEWISE_TRIGGER_INTERVAL", "micro-batch trigger interval")
     max_offsets_per_trigger: int = setting(
-        0, "STATEWISE_MAX_OFFSETS_PER_TRIGGER",
-        "cap on Kafka records read per micro-batch (0 = no cap)")
+        200_000, "STATEWISE_MAX_OFFSETS_PER_TRIGGER",
+        "cap on Kafka records read per micro-batch (0 = no cap). A catch-up after an "
+        "outage reads its backlog in batches of this size: one batch of a whole backlog "
+        "could outlast the sink's transaction timeout (60 s) and fail on every restart")
     starting_offsets: str = setting(
         "earliest", "STATEWISE_STARTING_OFFSETS",
         "where a new checkpoint starts reading: earliest, latest or Kafka's JSON form")

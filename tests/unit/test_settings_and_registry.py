@@ -77,3 +77,15 @@ def test_checkpoint_retention_reaches_the_session_and_refuses_zero():
         load(PlatformSettings, [], {"STATEWISE_CHECKPOINT_RETAINED_BATCHES": "0"})
     with pytest.raises(SystemExit):  # argparse: "not an integer of at least 1"
         load(PlatformSettings, ["--checkpoint-retained-batches", "0"], {})
+
+
+def test_a_backlog_is_read_in_batches_a_sink_transaction_can_hold() -> None:
+    """With no cap, the first batch after an outage read the whole backlog, and a writer's
+    transaction stays open while its partition's output is made: past the sink's timeout
+    the broker aborts it, the batch fails, and so does every restart. The default cap
+    keeps a batch within the timeout even at a tenth of the rate the apps drain here."""
+    from shared.sink import SinkConfig
+
+    cap = PlatformSettings().max_offsets_per_trigger
+    timeout_s = SinkConfig.__dataclass_fields__["transaction_timeout_ms"].default / 1000
+    assert cap > 0 and cap / 5_000 < timeout_s
