@@ -108,7 +108,11 @@ def test_builder_in_batch_mode_equals_the_oracle(spark, request):
     from shared.runtime.kafka_io import parse
     from shared.runtime.runner import quality_gate
 
-    start_ms = int(time.time() * 1000) - 600_000
+    # Midday of today's whole-day session: near its close and open (midnight UTC) the
+    # generator is busier, 3,000 trades span fewer seconds and make fewer bars (81 in a
+    # run at 00:02 UTC). The rows carry their own Kafka timestamps: no wall clock is read.
+    day_ms = 86_400_000
+    start_ms = int(time.time() * 1000) // day_ms * day_ms + day_ms // 2
     records = feed(3_000, start_ms) + edge_cases(start_ms + 1_500)
     raw = spark.createDataFrame(
         [(key, value, "trades", 0, offset, datetime.fromtimestamp(start_ms / 1000 + 700, UTC),
