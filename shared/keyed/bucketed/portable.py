@@ -24,6 +24,7 @@ from shared.keyed.bucketed.codec import cold_to_state, header_from_state, load
 from shared.keyed.bucketed.segments import HISTORY_N, NO_DUE, ColdSegment, cold_key_schema
 from shared.keyed.bucketed.spec import BucketedSpec
 from shared.keyed.bucketed.store import Header, compact
+from shared.keyed.bucketed.upgrades import upgraded
 
 DECIDED_THROUGH = "decided_through_ms"
 ENTRIES = "entries"  # a key's history entries, oldest first, as a list of structs
@@ -82,10 +83,7 @@ def pack(spec: BucketedSpec, rows: pa.Table, state_version: int = 1) -> PackedBu
     segment. Columns the savepoint lacks (state written before a column was added) are
     nulls, or filled by the spec's upgrades after ``state_version`` (the savepoint's);
     columns the spec no longer declares are dropped."""
-    rows = conform(rows, key_schema(spec))
-    for upgrade in sorted(spec.upgrades, key=lambda u: u.version):
-        if upgrade.version > state_version:
-            rows = conform(upgrade.fill(rows), key_schema(spec))
+    rows = upgraded(rows, key_schema(spec), spec, state_version)
     if not rows.num_rows:
         return PackedBucket(None, 0, 0, None, None)
     keys = rows.select([f.name for f in cold_key_schema(spec) if f.name != HISTORY_N])
@@ -111,13 +109,6 @@ def initial_values(packed: PackedBucket) -> dict:
     return {"key_count": packed.key_count, "history_count": packed.history_count,
             "cold_due_ms": packed.cold_due_ms, DECIDED_THROUGH: packed.decided_through_ms,
             "content_id": cold[0], "keys_ipc": cold[1], "history_ipc": cold[2]}
-
-
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with ``schema``'s columns in order, cast; missing ones as nulls."""
-    columns = [table.column(f.name).cast(f.type) if f.name in table.schema.names
-               else pa.nulls(table.num_rows, f.type) for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def new_buckets(hashes: np.ndarray, buckets: int) -> np.ndarray:

@@ -43,6 +43,13 @@ def read_keys(blob: bytes, schema: pa.Schema, spec: BucketedSpec) -> pa.Table:
             f"the state was written at state version {version}, newer than this code's "
             f"{spec.state_version}: run the newer code, or restore a savepoint taken with "
             "this version")
+    return upgraded(table, schema, spec, version)
+
+
+def upgraded(table: pa.Table, schema: pa.Schema, spec: BucketedSpec, version: int
+             ) -> pa.Table:
+    """``table``, written at state ``version``, conformed to ``schema`` with the spec's
+    upgrades after that version applied (stored segments and savepoint rows alike)."""
     table = conform(table, schema)
     for upgrade in sorted(spec.upgrades, key=lambda u: u.version):
         if upgrade.version > version:
