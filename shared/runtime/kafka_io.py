@@ -12,6 +12,7 @@ An envelope is a row shaped like Spark's own Kafka sink input:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -118,6 +119,9 @@ def _decode_reason(schema: RecordSchema) -> Column:
         .when(parsed.isNull(), F.lit("malformed JSON: not an object"))
         .when(parsed[_CORRUPT].isNotNull(), _corrupt_reason(schema))
     )
+    not_text = _not_text_reason(schema)
+    if not_text is not None:
+        reason = reason.when(not_text.isNotNull(), not_text)
     for name in schema.required:
         reason = reason.when(parsed[name].isNull(),
                              F.lit(f"missing required field '{name}'"))
@@ -127,6 +131,31 @@ def _decode_reason(schema: RecordSchema) -> Column:
             (millis < _MIN_EVENT_MS) | (millis > _MAX_EVENT_MS),
             F.lit(f"field '{schema.event_time_field}' is not a valid epoch-millis time"))
     return reason
+
+
+def _not_text_reason(schema: RecordSchema) -> Column | None:
+    """Name the first string field (in schema order) whose JSON value is not a string.
+
+    Spark's JSON reader keeps any value of a string field as its text: ``"card_id": 12``
+    would become the id "12", and an object or a list its JSON. One pattern over the
+    raw text finds the rare record that has such a value; only that one is searched
+    field by field."""
+    names = [f.name for f in schema.struct.fields if isinstance(f.dataType, StringType)]
+    if not names:
+        return None
+    text = F.col(f"{SOURCE}.value").cast(StringType())
+
+    def given_as_non_string(names: list[str]) -> Column:
+        # A key: a quote not escaped, the name, a colon; a value opening as anything but
+        # a string or null (a number, true, false, an object or a list).
+        alternatives = "|".join(re.escape(n) for n in names)
+        return text.rlike(rf'(?<!\\)"({alternatives})"\s*:\s*[-0-9tf\[{{]')
+
+    per_field = F.lit(None).cast(StringType())
+    for name in reversed(names):
+        per_field = F.when(given_as_non_string([name]),
+                           F.lit(f"field '{name}' is not a valid string")).otherwise(per_field)
+    return F.when(given_as_non_string(names), per_field)
 
 
 def _corrupt_reason(schema: RecordSchema) -> Column:

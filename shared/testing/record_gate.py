@@ -98,12 +98,18 @@ class RecordGate:
         return skew < -self.bound.past or skew > self.bound.future
 
     def _decoded(self, parsed: dict) -> tuple[dict[str, Any], str | None]:
-        record = {}
+        record, not_text = {}, None
         for name, data_type in self._types.items():
             fitted = _fit(parsed.get(name), data_type)
             if fitted is _NOT_A_FIT:
-                return {}, f"field '{name}' is not a valid {data_type.simpleString()}"
+                reason = f"field '{name}' is not a valid {data_type.simpleString()}"
+                if not isinstance(data_type, StringType):
+                    return {}, reason
+                # The pipeline names a string field only after every other field fits.
+                not_text = not_text or reason
             record[name] = fitted
+        if not_text:
+            return {}, not_text
         for name in self.schema.required:
             if record[name] is None:
                 return {}, f"missing required field '{name}'"
@@ -136,8 +142,8 @@ def _fit(value: Any, data_type: DataType) -> Any:
     if value is None:
         return None
     if isinstance(data_type, StringType):
-        # Spark keeps any other JSON value as its text.
-        return value if isinstance(value, str) else json.dumps(value)
+        # Spark would keep any other JSON value as its text; the pipeline rejects it.
+        return value if isinstance(value, str) else _NOT_A_FIT
     if isinstance(data_type, BooleanType):
         return value if isinstance(value, bool) else _NOT_A_FIT
     if isinstance(value, bool):

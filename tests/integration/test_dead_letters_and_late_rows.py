@@ -43,6 +43,11 @@ BAD_RECORDS = {  # value -> the reason the dead-letter record must give
         "expect_column_values_to_be_between(column=amount",
     json.dumps(good("no such card", 1, T0)).encode():
         "expect_column_values_to_match_regex(column=key",
+    # A number or an object in a string field would become the text "7" or "{...}".
+    json.dumps(good("card-1", 97, T0) | {"key": 7}).encode():
+        "field 'key' is not a valid string",
+    b'{"seq": 96, "amount": 1.0, "event_time_ms": 1767225600000, "key" : {"id": 1}}':
+        "field 'key' is not a valid string",
 }
 
 
@@ -67,6 +72,8 @@ def test_bad_records_go_to_dead_letters_and_the_query_keeps_running(canary):
     running.query.processAllAvailable()
 
     second = [good(f"card-{k}", s, T0 + s * 1000) for k in range(3) for s in range(11, 21)]
+    # Text that merely looks like a number given to a string field is no reason.
+    second[0] |= {"note": '"key": 5'}
     send_values(bootstrap, source, [(b"bad", value) for value in BAD_RECORDS])
     send_json(bootstrap, source, second, "key")
     running.query.processAllAvailable()
