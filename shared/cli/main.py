@@ -35,7 +35,7 @@ from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
 from shared.ops.topics import BrokerUnreachable
 from shared.runtime import kafka_clients
-from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged
+from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
 from shared.runtime.kafka_clients import KafkaSecurityError
 from shared.settings import (
     EnvironmentValueError,
@@ -69,11 +69,15 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     realtime = _realtime_plan(parser, app, args.available_now) \
         if args.mode == "realtime" else None
     _require_broker(settings)
-    if realtime is not None:
-        from shared.runtime.realtime_runner import run_realtime
+    try:
+        if realtime is not None:
+            from shared.runtime.realtime_runner import run_realtime
 
-        return run_realtime(realtime, settings)
-    return _run_micro_batches(app, settings, args.available_now)
+            return run_realtime(realtime, settings)
+        return _run_micro_batches(app, settings, args.available_now)
+    except (CheckpointDamaged, OutputMismatch) as error:  # a restart would meet it again
+        log.error("%s: %s", app.name, error)
+        return DO_NOT_RESTART
 
 
 def _run_parser(app: AppDefinition) -> argparse.ArgumentParser:
@@ -385,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokerUnreachable as error:
         print(f"statewise: {error}; {START_A_BROKER}", file=sys.stderr)
         return 1
-    except CheckpointDamaged as error:  # a restart would meet the same damage
+    except (CheckpointDamaged, OutputMismatch) as error:  # a restart would meet it again
         print(f"statewise: {error}", file=sys.stderr)
         return DO_NOT_RESTART
 

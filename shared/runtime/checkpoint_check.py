@@ -31,6 +31,11 @@ _VERSION_LINE = re.compile(r"^v\d+$")
 _VERSIONED_FILE = re.compile(r"^\d+(_[0-9A-Za-z-]+)?\.(zip|changelog|delta|snapshot)$")
 
 
+class OutputMismatch(RuntimeError):
+    """The checkpoint and the sink's output disagree (shared/sink/task.py): writing or
+    skipping the batch would lose or double records, so the query stops instead."""
+
+
 class CheckpointDamaged(Exception):
     """A checkpoint file Spark would read on restart is missing or corrupt."""
 
@@ -191,7 +196,7 @@ def damage_in(error: BaseException, files: CheckpointFiles, app: str | None = No
     """The damage behind a failed query, or None when it is some other failure: the
     checkpoint file Spark's error names, else, when a task failed to load state, the
     file a deep check finds (Spark's "Stream is corrupted" names no file)."""
-    text = "\n".join(_texts(error))
+    text = "\n".join(error_texts(error))
     if not any(marker in text for marker in _READ_FAILURE):
         return None
     roots = {files.root.rstrip("/"), files.root.rstrip("/").removeprefix("file:")}
@@ -209,7 +214,7 @@ def damage_in(error: BaseException, files: CheckpointFiles, app: str | None = No
     return None
 
 
-def _texts(error: BaseException | None) -> list[str]:
+def error_texts(error: BaseException | None) -> list[str]:
     texts: list[str] = []
     while error is not None and len(texts) < 40:
         # pyspark's captured exceptions keep the JVM's message and its whole stack,

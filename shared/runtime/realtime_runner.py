@@ -38,6 +38,7 @@ from shared.runtime.kafka_io import parse, read_topics
 from shared.runtime.runner import quality_gate
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
+from shared.sink.ledger import SinkLedger
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ class DeadLetterWriter:
     def __init__(self, spark: SparkSession, rt: RealtimeApp, settings: PlatformSettings,
                  checkpoint: str) -> None:
         self.spark, self.rt, self.settings, self.checkpoint = spark, rt, settings, checkpoint
+        self.ledger = SinkLedger(spark, checkpoint)  # before the query starts
         self.sink: ExactlyOnceKafkaSink | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -125,7 +127,8 @@ class DeadLetterWriter:
             self.sink = ExactlyOnceKafkaSink(SinkConfig(
                 sink_id=f"{self.rt.app.name}-realtime.{query_id(self.spark, self.checkpoint)}",
                 kafka=kafka_clients.connection(settings),
-                marker_topic=self.rt.app.topics.dead_letter.qualified(settings.topic_prefix)))
+                marker_topic=self.rt.app.topics.dead_letter.qualified(settings.topic_prefix)),
+                ledger=self.ledger)
         self.sink(batch, batch_id)
 
     def close(self) -> None:

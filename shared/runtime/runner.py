@@ -22,7 +22,13 @@ from pyspark.sql.streaming import StreamingQuery
 from shared.app.definition import AppDefinition
 from shared.keyed.savepoint.restore import RestoreInput, restored_from
 from shared.runtime.checkpoint import offset_log_metadata, query_id
-from shared.runtime.checkpoint_check import CheckpointDamaged, check_checkpoint, damage_in
+from shared.runtime.checkpoint_check import (
+    CheckpointDamaged,
+    OutputMismatch,
+    check_checkpoint,
+    damage_in,
+    error_texts,
+)
 from shared.runtime.checkpoint_files import HadoopFiles
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import connection
@@ -30,7 +36,8 @@ from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
 from shared.runtime.pipeline import LATE_EVENT_TIME, assemble
 from shared.runtime.state_guard import StateGuard, guard_for, with_state_caps
 from shared.settings import PlatformSettings
-from shared.sink import ExactlyOnceKafkaSink, SinkConfig
+from shared.sink import ExactlyOnceKafkaSink, SinkConfig, output_mismatch_in
+from shared.sink.ledger import SinkLedger
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +51,10 @@ class BatchWriter:
     """The ``foreachBatch`` function: keeps the late rows Spark dropped, then writes."""
 
     def __init__(self, spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
-                 checkpoint: str, faults: FaultPlan, state: StateWatch | None = None) -> None:
+                 checkpoint: str, faults: FaultPlan, state: StateWatch | None = None,
+                 ledger: SinkLedger | None = None) -> None:
         self.spark = spark
+        self.ledger = ledger  # made before the query starts: it notes the batches to replay
         self.app = app
         self.settings = settings
         self.checkpoint = checkpoint
@@ -90,7 +99,7 @@ class BatchWriter:
                 sink_id=sink_id,
                 kafka=connection(self.settings),
                 marker_topic=self.app.topics.dead_letter.qualified(self.settings.topic_prefix),
-            ), self.faults)
+            ), self.faults, self.ledger)
         return self.sink
 
 
@@ -206,7 +215,7 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
                          labels, restored, None if restore is None else restore.initial_state,
                          figures=None if state is None else state.figures)
     writer = BatchWriter(spark, app, settings, checkpoint, faults or FaultPlan.from_env(),
-                         state)
+                         state, SinkLedger(spark, checkpoint))
     stream = (envelopes.writeStream.queryName(app.name)
               .option("checkpointLocation", checkpoint)
               .foreachBatch(writer))
@@ -235,7 +244,8 @@ def failure(running: RunningApp) -> BaseException | None:
         return None
     writer = running.writer
     files = HadoopFiles(writer.spark, writer.checkpoint)
-    return damage_in(error, files, writer.app.name) or error
+    return (output_mismatch_in(error_texts(error)) or damage_in(error, files, writer.app.name)
+            or error)
 
 
 def run_until_stopped(running: RunningApp, stop_requested: threading.Event | None = None
@@ -259,6 +269,6 @@ def run_until_stopped(running: RunningApp, stop_requested: threading.Event | Non
         running.stop()
     error = failure(running)
     if error is not None:
-        if isinstance(error, CheckpointDamaged):
+        if isinstance(error, CheckpointDamaged | OutputMismatch):
             raise error
         raise RuntimeError(f"query {running.query.name} failed") from error

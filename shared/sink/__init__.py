@@ -18,7 +18,11 @@ through the driver:
    not at all.
 3. A task first reads its writer's marker: a batch at or below it was committed by an
    earlier attempt or run (one that died before Spark wrote its commit log), and that
-   writer's share is skipped, so `read_committed` readers see it once.
+   writer's share is skipped, so `read_committed` readers see it once. The marker also
+   keeps the digests of the offset-log entries of the writer's last batches
+   (shared/sink/ledger.py): a batch the checkpoint plans again over other offsets, or a
+   known writer whose marker is gone, stops the query (``OutputMismatch``) instead of
+   being skipped or written twice.
 
 This needs writer ``i`` of a replayed batch to get the same records as the first run.
 The batch's own partitions do not promise it: Spark's Kafka source orders the ranges of
@@ -45,9 +49,11 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
+from shared.runtime.checkpoint_check import OutputMismatch
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import KafkaConnection
 from shared.runtime.kafka_io import ENVELOPE_COLUMNS
+from shared.sink.ledger import NO_IDENTITY, SinkLedger
 from shared.sink.task import (
     EMPTY,
     SKIPPED,
@@ -146,6 +152,16 @@ def skip_message(outcome: BatchOutcome) -> str | None:
             f"{list(outcome.written)} written now")
 
 
+def output_mismatch_in(texts: Iterable[str]) -> OutputMismatch | None:
+    """The writers' OutputMismatch behind a failed query (raised in a Python worker, it
+    reaches the driver as text inside Spark's error), or None."""
+    for text in texts:
+        match = re.search(r"OutputMismatch: ([^\n]+)", text)
+        if match:
+            return OutputMismatch(match.group(1).strip())
+    return None
+
+
 def replay_skipped(batch_id: int) -> re.Pattern:
     """Matches :func:`skip_message` for ``batch_id`` (whole or partial), for tests."""
     return re.compile(rf"batch {batch_id} was committed to Kafka by an earlier attempt or run")
@@ -155,21 +171,28 @@ class ExactlyOnceKafkaSink:
     """A ``foreachBatch`` function writing envelopes once, transactionally, from the
     executors."""
 
-    def __init__(self, config: SinkConfig, faults: FaultPlan | None = None) -> None:
+    def __init__(self, config: SinkConfig, faults: FaultPlan | None = None,
+                 ledger: SinkLedger | None = None) -> None:
+        """``ledger``: the query's checkpoint as the writers' replay checks read it (made
+        before the query starts); without one, a replay is judged by batch id alone."""
         self.config = config
         self.faults = faults or FaultPlan.none()
+        self.ledger = ledger
         self.stats = SinkStats()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         # On the driver: a fault that kills the driver needs its pid (and its JVM's).
-        spec = TaskSpec(self.config, batch_id, self.faults.for_executors())
+        identity = NO_IDENTITY if self.ledger is None else self.ledger.identity(batch_id)
+        spec = TaskSpec(self.config, batch_id, self.faults.for_executors(), identity)
 
         def write(batches):
             return write_partition(spec, batches)
 
         rows = spread_over_writers(batch).mapInArrow(write, STATS_SCHEMA).collect()
         outcome = summarize(batch_id, (row.asDict() for row in rows))
+        if self.ledger is not None:
+            self.ledger.committed(outcome.written)
         self._count(outcome, (time.monotonic() - started) * 1000)
         message = skip_message(outcome)
         if message:

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute below
 from confluent_kafka import KafkaException, TopicPartition
 
+from shared.runtime.checkpoint_check import OutputMismatch
 from shared.runtime.fault_plan import FaultPlan
 from shared.sink.kafka import (
     abort_quietly,
@@ -31,6 +32,7 @@ from shared.sink.kafka import (
     retrying,
     timed_out,
 )
+from shared.sink.ledger import NO_IDENTITY, BatchIdentity
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class TaskSpec:
     config: Any  # shared.sink.SinkConfig
     batch_id: int
     faults: FaultPlan
+    identity: BatchIdentity = NO_IDENTITY
 
 
 def already_committed(batch_id: int, marker_offset: int) -> bool:
@@ -71,13 +74,84 @@ def already_committed(batch_id: int, marker_offset: int) -> bool:
     return marker_offset >= 0 and batch_id <= marker_offset - 1
 
 
+def check_replay(spec: TaskSpec, partition: int, marker: Marker) -> bool:
+    """Whether this writer's share of the batch is written already (skip it); raises
+    OutputMismatch where neither writing nor skipping is right."""
+    batch_id, identity = spec.batch_id, spec.identity
+    if marker.offset < 0:
+        if identity.replay and partition in identity.known_writers:
+            raise OutputMismatch(
+                f"writer {partition} of sink {spec.config.sink_id} has committed output "
+                f"before, but its marker (consumer group {spec.config.marker_group(partition)} "
+                f"on {spec.config.marker_topic}) is gone: expired with the broker's "
+                "offsets.retention.minutes, or the topic was recreated. Batch "
+                f"{batch_id} is a replay that may be in Kafka already, so it is neither "
+                "written again nor skipped. Way out: read the output topics after the "
+                "batch's start offsets (the checkpoint's offsets/"
+                f"{batch_id - 1 if batch_id else 0}) to see whether it was written, then "
+                "start from a savepoint or a new checkpoint at the right offsets.")
+        return False
+    if not already_committed(batch_id, marker.offset):
+        return False
+    recorded = marker.digests.get(batch_id)
+    if recorded is None and not marker.digests and batch_id == marker.offset - 1:
+        return True  # a marker from before digests were kept: the last batch, as before
+    if recorded is not None and recorded == (identity.offsets_digest or "-"):
+        return True
+    planned = ("its offsets differ from those it was written with" if recorded else
+               f"this writer did not write it with these offsets (its marker is at batch "
+               f"{marker.offset - 1})")
+    raise OutputMismatch(
+        f"batch {batch_id} was committed to Kafka by writer {partition} of sink "
+        f"{spec.config.sink_id}, but the checkpoint now plans it again and {planned}: "
+        "the checkpoint went back (a lost offset file, a restored older copy). Skipping "
+        "it would lose records and writing it would double some. Way out: restore the "
+        "checkpoint's newest copy, or start from a savepoint (statewise restore) or a "
+        "new checkpoint.")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A writer's committed marker: ``last committed batch + 1`` (negative when it never
+    committed), with the offsets digests of its last committed batches (its metadata)."""
+
+    offset: int
+    digests: dict[int, str]
+
+    @classmethod
+    def read(cls, offset: int, metadata: str | None) -> Marker:
+        digests = {}
+        if metadata and metadata.startswith(_MARKER_VERSION):
+            for pair in metadata[len(_MARKER_VERSION):].split(","):
+                batch, _, digest = pair.partition(":")
+                if batch.isdigit() and digest:
+                    digests[int(batch)] = digest
+        return cls(offset, digests)
+
+    def after(self, batch_id: int, digest: str) -> Marker:
+        """This marker once ``batch_id`` commits: its digest kept, the oldest ones let go."""
+        kept = {b: d for b, d in self.digests.items() if b < batch_id}
+        kept[batch_id] = digest or "-"
+        newest = sorted(kept)[-MARKER_DIGESTS:]
+        return Marker(batch_id + 1, {b: kept[b] for b in newest})
+
+    def metadata(self) -> str:
+        return _MARKER_VERSION + ",".join(f"{b}:{d}" for b, d in sorted(self.digests.items()))
+
+
+# How many batches back a checkpoint may go and still replay what it wrote (32 digests
+# take ~700 of the 4,096 bytes a broker keeps per offset commit by default).
+MARKER_DIGESTS = 32
+_MARKER_VERSION = "statewise.v1;"
+
+
 class LogicalWriter:
     """The transactional producer and the marker of one (sink, partition) in this process."""
 
     def __init__(self, config, partition: int, producer, marker) -> None:
         self.config, self.partition = config, partition
         self.producer, self.marker = producer, marker
-        self.marker_offset = -1  # read by start(), then kept up to date by our commits
+        self.committed = Marker(-1, {})  # read by start(), then kept up to date by our commits
 
     def start(self) -> None:
         """Fence every earlier producer of this id (aborting its open transaction), then
@@ -88,15 +162,19 @@ class LogicalWriter:
             await_learned_broker(client, self.config.marker_topic)
         retrying(lambda: self.producer.init_transactions(60))
         tp = TopicPartition(self.config.marker_topic, 0)
-        self.marker_offset = retrying(lambda: self.marker.committed([tp], timeout=30)[0].offset)
+        found = retrying(lambda: self.marker.committed([tp], timeout=30)[0])
+        self.committed = Marker.read(found.offset, found.metadata)
 
-    def begin(self, batch_id: int) -> None:
+    def begin(self, batch_id: int, digest: str) -> Marker:
         """Open the batch's transaction, marker first: a fenced producer learns it here,
-        before any record is sent."""
+        before any record is sent. Returns the marker the commit will make."""
+        marker = self.committed.after(batch_id, digest)
         self.producer.begin_transaction()
         self.producer.send_offsets_to_transaction(
-            [TopicPartition(self.config.marker_topic, 0, batch_id + 1)],
+            [TopicPartition(self.config.marker_topic, 0, marker.offset,
+                            metadata=marker.metadata())],
             self.marker.consumer_group_metadata(), 30)
+        return marker
 
     def close(self) -> None:
         self.producer.flush(10)
@@ -163,13 +241,13 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
     started_before = cache.started
     writer = cache.get(spec.config, partition)
     for attempt in (1, 2):
-        if already_committed(spec.batch_id, writer.marker_offset):
+        if check_replay(spec, partition, writer.committed):
             records = first.num_rows + sum(b.num_rows for b in batches)
             return PartitionResult(partition, SKIPPED, records,
                                    producers_started=cache.started - started_before)
         began = time.monotonic()
         try:
-            writer.begin(spec.batch_id)
+            marker = writer.begin(spec.batch_id, spec.identity.offsets_digest)
             break
         except KafkaException as error:
             fatal = error.args[0].fatal()
@@ -191,7 +269,7 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
     except KafkaException as error:
         _fail(writer, error, cache)
         raise
-    writer.marker_offset = spec.batch_id + 1
+    writer.committed = marker
     txn_ms = (time.monotonic() - began) * 1000
     spec.faults.maybe_kill("sink.after_commit", spec.batch_id, where)
     return PartitionResult(partition, WRITTEN, records, txn_ms, cache.started - started_before)

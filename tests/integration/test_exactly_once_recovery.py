@@ -9,12 +9,16 @@ second copy. Run 3 catches up and exits.
 
 from __future__ import annotations
 
+import json
 import signal
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from shared.sink import replay_skipped
+from shared.runtime.checkpoint_check import DO_NOT_RESTART
+from shared.runtime.kafka_clients import admin_client, connection
+from shared.sink import SinkConfig, replay_skipped
 from shared.testing.canary import CANARY_TOPICS, expected_outputs
 from shared.testing.canary_runs import (
     canary_inputs,
@@ -60,3 +64,56 @@ def test_killed_query_restarts_without_loss_or_duplicates(kafka_settings, create
     output_topic = CANARY_TOPICS.outputs[0].qualified(prefix)
     everything = read_all(bootstrap, output_topic, read_committed=False)
     assert len(everything) > len(committed)
+
+
+def _killed_after_batch_1_committed_to_kafka(settings, create_topics) -> tuple[list, list]:
+    """Batches 0 and 1 in Kafka, batch 1 not in Spark's commit log; the inputs and the
+    records committed then."""
+    create_topics(CANARY_TOPICS.all())
+    inputs = canary_inputs()
+    send_json(settings.bootstrap_servers,
+              CANARY_TOPICS.inputs[0].qualified(settings.topic_prefix), inputs, "key")
+    killed = run(settings, faults="sink.after_commit@1")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    return inputs, committed_outputs(settings)
+
+
+def _no_duplicate(settings) -> None:
+    identities = Counter(record_identity(r) for r in committed_outputs(settings))
+    assert [k for k, n in identities.items() if n > 1] == []
+
+
+def test_a_batch_planned_again_over_other_offsets_stops_the_app(kafka_settings,
+                                                                create_topics):
+    """Hole 1: the newest offset file lost, Spark plans batch 1 again over more records.
+    Skipping it by batch id would lose those the first plan did not hold."""
+    _, before = _killed_after_batch_1_committed_to_kafka(kafka_settings, create_topics)
+    offsets = Path(kafka_settings.checkpoint_dir) / "canary" / "offsets"
+    for name in ("1", ".1.crc"):
+        (offsets / name).unlink(missing_ok=True)
+
+    again = run_canary(kafka_settings, STATEWISE_MAX_OFFSETS_PER_TRIGGER="400")
+    assert again.returncode == DO_NOT_RESTART, again.stderr[-3000:]
+    assert "batch 1 was committed to Kafka by writer" in again.stderr
+    assert "offsets differ" in again.stderr and "Way out" in again.stderr
+    _no_duplicate(kafka_settings)
+
+
+def test_a_replay_whose_marker_is_gone_is_not_written_twice(kafka_settings, create_topics):
+    """Hole 2: the writers' markers vanish (the broker's offsets retention, or their topic
+    recreated) while batch 1 waits for its replay."""
+    _killed_after_batch_1_committed_to_kafka(kafka_settings, create_topics)
+    admin = admin_client(kafka_settings)
+    checkpoint = Path(kafka_settings.checkpoint_dir) / "canary"
+    sink = SinkConfig(f"canary.{json.loads((checkpoint / 'metadata').read_text())['id']}",
+                      connection(kafka_settings), "unused")
+    groups = [g.group_id for g in admin.list_consumer_groups().result().valid
+              if g.group_id in {sink.marker_group(p) for p in range(8)}]
+    assert groups
+    for future in admin.delete_consumer_groups(groups).values():
+        future.result()
+
+    again = run(kafka_settings)
+    assert again.returncode == DO_NOT_RESTART, again.stderr[-3000:]
+    assert "marker" in again.stderr and "is gone" in again.stderr
+    _no_duplicate(kafka_settings)

@@ -12,15 +12,19 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from shared.runtime.checkpoint_check import OutputMismatch
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import KafkaConnection
 from shared.sink import SinkConfig, replay_skipped, skip_message, summarize
 from shared.sink.kafka import produce
+from shared.sink.ledger import BatchIdentity
 from shared.sink.task import (
     EMPTY,
+    MARKER_DIGESTS,
     SKIPPED,
     WRITER_COLUMN,
     WRITTEN,
+    Marker,
     TaskSpec,
     WriterCache,
     already_committed,
@@ -50,6 +54,7 @@ def fenced() -> KafkaException:
 class FakeBroker:
     def __init__(self) -> None:
         self.markers: dict[str, int] = {}  # transactional id -> committed marker offset
+        self.metadata: dict[str, str] = {}  # transactional id -> the marker's metadata
         self.epochs: dict[str, int] = {}
         self.records: list[tuple] = []  # committed (topic, key, value, headers)
 
@@ -59,6 +64,7 @@ class FakeProducer:
         self.broker, self.tid, self.epoch = broker, tid, None
         self.pending: list[tuple] = []
         self.pending_marker: int | None = None
+        self.pending_metadata: str | None = None
         self.in_txn = False
         self.buffer_full = buffer_full_once
         self.polls = 0
@@ -82,7 +88,7 @@ class FakeProducer:
     def send_offsets_to_transaction(self, offsets, group_metadata, timeout):
         self._check()
         (tp,) = offsets
-        self.pending_marker = tp.offset
+        self.pending_marker, self.pending_metadata = tp.offset, tp.metadata
 
     def produce(self, topic, value, key, headers=None):
         assert self.in_txn
@@ -101,6 +107,7 @@ class FakeProducer:
         self._check()
         self.broker.records.extend(self.pending)
         self.broker.markers[self.tid] = self.pending_marker
+        self.broker.metadata[self.tid] = self.pending_metadata
         self.pending, self.in_txn = [], False
         self.commits += 1
 
@@ -117,7 +124,8 @@ class FakeMarker:
 
     def committed(self, partitions, timeout):
         (tp,) = partitions
-        return [type("TP", (), {"offset": self.broker.markers.get(self.tid, -1001)})()]
+        return [type("TP", (), {"offset": self.broker.markers.get(self.tid, -1001),
+                                "metadata": self.broker.metadata.get(self.tid)})()]
 
     def consumer_group_metadata(self):
         return b"metadata"
@@ -150,8 +158,9 @@ class Input:
         self.exhausted = True
 
 
-def spec(batch_id: int) -> TaskSpec:
-    return TaskSpec(CONFIG, batch_id, FaultPlan.none())
+def spec(batch_id: int, digest: str = "", replay: bool = False,
+         known: frozenset[int] = frozenset()) -> TaskSpec:
+    return TaskSpec(CONFIG, batch_id, FaultPlan.none(), BatchIdentity(digest, replay, known))
 
 
 @pytest.mark.parametrize(("batch_id", "marker", "skip"), [
@@ -301,3 +310,74 @@ def test_a_batch_is_skipped_only_if_every_partition_with_records_was():
     empty = summarize(6, [stats(0, EMPTY, 0), stats(1, EMPTY, 0)])
     assert empty.kind == EMPTY and skip_message(empty) is None
     assert skip_message(summarize(7, [stats(0, WRITTEN, 2)])) is None
+
+
+# The checkpoint and the output disagree (issue 15, holes 1 and 2): each writer's marker
+# keeps the offsets digests of the batches it wrote.
+
+def test_a_replay_with_the_offsets_it_was_written_with_is_skipped():
+    broker = FakeBroker()
+    write(spec(4, "d4"), 0, Input(envelopes(3)), WriterCache(Clients(broker)))
+    result = write(spec(4, "d4", replay=True, known=frozenset({0})), 0, Input(envelopes(3)),
+                   WriterCache(Clients(broker)))
+    assert result.outcome == SKIPPED
+
+
+def test_a_batch_planned_again_over_other_offsets_stops_instead_of_being_skipped():
+    broker = FakeBroker()
+    write(spec(4, "d4"), 0, Input(envelopes(3)), WriterCache(Clients(broker)))
+    clients = Clients(broker)  # the newest offset file was lost: batch 4 planned anew
+    with pytest.raises(OutputMismatch, match="batch 4 was committed .* offsets differ"):
+        write(spec(4, "other", replay=False), 0, Input(envelopes(5)), WriterCache(clients))
+    assert clients.made[0].commits == 0 and len(broker.records) == 3
+
+
+def test_a_checkpoint_restored_from_an_older_copy_replays_what_it_planned_then():
+    broker = FakeBroker()
+    cache = WriterCache(Clients(broker))
+    for batch in range(2, 6):
+        write(spec(batch, f"d{batch}"), 0, Input(envelopes(1, start=batch)), cache)
+    older = WriterCache(Clients(broker))  # the copy's newest batch is 3
+    assert write(spec(3, "d3", replay=True, known=frozenset({0})), 0,
+                 Input(envelopes(1, start=3)), older).outcome == SKIPPED
+    with pytest.raises(OutputMismatch, match="batch 4 .* offsets differ"):
+        write(spec(4, "new4"), 0, Input(envelopes(2, start=4)), older)
+    with pytest.raises(OutputMismatch, match="did not write it with these offsets"):
+        write(spec(1, "d1"), 0, Input(envelopes(1)), WriterCache(Clients(broker)))
+
+
+def test_a_known_writer_whose_marker_is_gone_does_not_write_a_replay_again():
+    broker = FakeBroker()
+    write(spec(7, "d7"), 1, Input(envelopes(2)), WriterCache(Clients(broker)))
+    broker.markers.clear()  # offsets retention expired, or the topic was recreated
+    broker.metadata.clear()
+    with pytest.raises(OutputMismatch, match="writer 1 .* marker .* is gone"):
+        write(spec(7, "d7", replay=True, known=frozenset({1})), 1, Input(envelopes(2)),
+              WriterCache(Clients(broker)))
+    assert len(broker.records) == 2
+    # A batch no earlier run planned, or a writer that never wrote, has nothing to lose.
+    assert write(spec(8, "d8", replay=False, known=frozenset({1})), 1, Input(envelopes(1)),
+                 WriterCache(Clients(broker))).outcome == WRITTEN
+    assert write(spec(8, "d8", replay=True, known=frozenset({1})), 2, Input(envelopes(1)),
+                 WriterCache(Clients(broker))).outcome == WRITTEN
+
+
+def test_a_marker_keeps_its_newest_digests_and_reads_back_from_its_metadata():
+    marker = Marker(-1, {})
+    for batch in range(100):
+        marker = marker.after(batch, f"{batch:016x}")
+    assert marker.offset == 100 and sorted(marker.digests) == list(range(68, 100))
+    assert len(marker.digests) == MARKER_DIGESTS and len(marker.metadata()) < 1024
+    assert Marker.read(100, marker.metadata()) == marker
+    # A marker committed before digests were kept: its last batch is skipped, as before.
+    legacy = Marker.read(5, None)
+    assert legacy.digests == {}
+    assert write(spec(4, "any", replay=True), 0, Input(envelopes(1)),
+                 WriterCache(_with_marker(5, None))).outcome == SKIPPED
+
+
+def _with_marker(offset: int, metadata: str | None) -> Clients:
+    broker = FakeBroker()
+    broker.markers[CONFIG.transactional_id(0)] = offset
+    broker.metadata[CONFIG.transactional_id(0)] = metadata
+    return Clients(broker)

@@ -1,0 +1,84 @@
+"""What the sink's driver side learns of a batch from the query's checkpoint, for the
+writers' replay checks (docs/exactly-once.md, "When the checkpoint and the output
+disagree").
+
+- The batch's *offsets digest*: a hash of its entry in Spark's offset log (source
+  offsets, watermark, batch time). A batch Spark replays from its log has the same entry,
+  so the same records and the same output; a batch planned again over other offsets
+  (the newest offset file lost, a checkpoint restored from an older backup) has another.
+  Each writer keeps the digests of the batches it committed with its marker.
+- Whether the batch is a *replay*: planned by an earlier run (in the offset log before
+  this run started), so its output may be in Kafka already.
+- The *known writers*: those that have committed output in this checkpoint's life,
+  kept in ``statewise-sink-writers.json`` beside Spark's logs. A known writer whose
+  marker is gone (expired with the broker's offsets retention, or its topic recreated)
+  cannot tell whether it wrote a replayed batch, and says so instead of writing it
+  again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+
+from shared.runtime.checkpoint import read_text, write_text
+from shared.runtime.checkpoint_files import HadoopFiles
+
+log = logging.getLogger(__name__)
+WRITERS_FILE = "statewise-sink-writers.json"
+
+
+@dataclass(frozen=True)
+class BatchIdentity:
+    """What every task of one batch is told (pickled with the task's function)."""
+
+    offsets_digest: str  # "" when the batch has no offset-log entry (a test's plain frame)
+    replay: bool
+    known_writers: frozenset[int]
+
+
+NO_IDENTITY = BatchIdentity("", replay=False, known_writers=frozenset())
+
+
+def offsets_digest(entry: bytes) -> str:
+    return hashlib.sha256(entry).hexdigest()[:16]
+
+
+class SinkLedger:
+    """Made before the query starts (it notes the newest batch planned by earlier runs);
+    asked for each batch's identity, told which writers committed."""
+
+    def __init__(self, spark, checkpoint: str) -> None:
+        self._spark, self._root = spark, checkpoint.rstrip("/")
+        planned = [int(name) for name in (HadoopFiles(spark, checkpoint).listing("offsets") or {})
+                   if name.isdigit()]
+        self.newest_planned_before = max(planned, default=-1)
+        self.known_writers = _known_writers(read_text(spark, f"{self._root}/{WRITERS_FILE}"))
+
+    def identity(self, batch_id: int) -> BatchIdentity:
+        entry = read_text(self._spark, f"{self._root}/offsets/{batch_id}")
+        return BatchIdentity(offsets_digest(entry.encode()) if entry is not None else "",
+                             batch_id <= self.newest_planned_before, self.known_writers)
+
+    def committed(self, writers: tuple[int, ...]) -> None:
+        """Note writers that committed this batch: written once per new writer, after its
+        transaction and before Spark's commit log."""
+        if set(writers) <= self.known_writers:
+            return
+        self.known_writers = self.known_writers | set(writers)
+        write_text(self._spark, f"{self._root}/{WRITERS_FILE}",
+                   json.dumps({"writers": sorted(self.known_writers)}))
+
+
+def _known_writers(text: str | None) -> frozenset[int]:
+    if not text:
+        return frozenset()
+    try:
+        return frozenset(int(w) for w in json.loads(text)["writers"])
+    except (ValueError, KeyError, TypeError):
+        # Torn by a crash while written: only the lost-marker check loses its witness.
+        log.warning("%s is unreadable (%r): writers' lost markers go unnoticed until "
+                    "they commit again", WRITERS_FILE, text[:80])
+        return frozenset()
