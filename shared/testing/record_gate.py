@@ -67,7 +67,7 @@ class RecordGate:
         """The gate of ``app`` (an ``AppDefinition``) run with ``settings``."""
         from shared.runtime.runner import event_time_bound
 
-        schema, bound = app.input_topic.schema, event_time_bound(app)
+        schema, bound = app.input_topic.schema, event_time_bound(app, settings)
         if app.quality_suite is None:
             return cls(schema)  # the runner builds no gate, bound included
         from shared.quality.cache import compiled_suite
