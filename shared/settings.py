@@ -131,6 +131,27 @@ class PlatformSettings:
         300, "STATEWISE_STATE_GROWTH_BATCHES",
         "warn when a state partition's rows rose in this many batches without a fall "
         "(state that keeps growing); 0 = off")
+    # Flink's restart strategies (failure rate, exponential delay) in one: a failed
+    # query restarts from its checkpoint (shared/runtime/restarts.py).
+    restart_max_failures: int = setting(
+        10, "STATEWISE_RESTART_MAX_FAILURES",
+        "failures within STATEWISE_RESTART_WINDOW_S after which the app stops with a "
+        "report naming the cause, instead of restarting its query; 0 = never restart",
+        convert=AtLeast(0))
+    restart_window_s: float = setting(
+        600.0, "STATEWISE_RESTART_WINDOW_S",
+        "the interval in which STATEWISE_RESTART_MAX_FAILURES failures stop the app")
+    restart_backoff_s: float = setting(
+        1.0, "STATEWISE_RESTART_BACKOFF_S",
+        "the pause before the first restart; it doubles with each failure in the window, "
+        "up to STATEWISE_RESTART_MAX_BACKOFF_S")
+    restart_max_backoff_s: float = setting(
+        60.0, "STATEWISE_RESTART_MAX_BACKOFF_S", "the longest pause between restarts")
+    batch_timeout_s: float = setting(
+        300.0, "STATEWISE_BATCH_TIMEOUT_S",
+        "a micro-batch still writing after this many seconds is cancelled, which fails "
+        "the query for the restart strategy (a writer stuck in a Kafka call cannot time "
+        "itself out); 0 = never. Keep it above the longest batch a backlog makes")
     quality_interval_s: float = setting(
         300.0, "STATEWISE_QUALITY_INTERVAL_S",
         "seconds between full great-expectations validations of a sample (0 = off)")

@@ -28,6 +28,7 @@ import importlib.metadata
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,7 @@ from shared.ops.topics import BrokerUnreachable
 from shared.runtime import kafka_clients
 from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
 from shared.runtime.kafka_clients import KafkaSecurityError
+from shared.runtime.restarts import RestartsExhausted
 from shared.settings import (
     EnvironmentValueError,
     PlatformSettings,
@@ -78,6 +80,9 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     except (CheckpointDamaged, OutputMismatch) as error:  # a restart would meet it again
         log.error("%s: %s", app.name, error)
         return DO_NOT_RESTART
+    except RestartsExhausted as error:
+        log.error("%s", error)
+        return 1
 
 
 def _run_parser(app: AppDefinition) -> argparse.ArgumentParser:
@@ -103,8 +108,7 @@ def run_prepared(app: AppDefinition, settings, available_now: bool, prepare) -> 
 def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
                        prepare=None) -> int:
     from shared.ops.topics import provision
-    from shared.quality.schedule import start_quality_monitor
-    from shared.runtime.runner import run_until_stopped, start, worker_modules
+    from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
 
     provision(kafka_clients.admin_client(settings), app.topics.all(), settings.topic_prefix)
@@ -115,25 +119,53 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
     start_python_workers(spark)
     _add_metrics_listener(spark, settings)
     try:
-        running = start(spark, app, settings, available_now=available_now,
-                        restore=None if prepare is None else prepare(spark))
-    except CheckpointDamaged:
-        spark.stop()
-        raise
-    monitor = None if available_now or app.quality_suite is None else \
-        start_quality_monitor(spark, app, settings)
-    log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
-    try:
-        run_until_stopped(running)
+        stats = _run_with_restarts(spark, app, settings, available_now, prepare)
     finally:
-        if monitor is not None:
-            monitor.stop()
         # Drains the listener bus first: the metrics listener gets its last events
         # while Python still answers the JVM.
         spark.stop()
-    log.info("%s stopped: %s", app.name, running.writer.sink.stats if running.writer.sink
-             else "no batch written")
+    log.info("%s stopped: %s", app.name, stats or "no batch written")
     return 0
+
+
+def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool, prepare):
+    """Run the query until it stops cleanly; restart it after a failure as the restart
+    settings allow (shared/runtime/restarts.py). Returns the sink's figures."""
+    from shared.quality.schedule import start_quality_monitor
+    from shared.runtime.restarts import RestartBudget, RestartPolicy, RestartsExhausted
+    from shared.runtime.runner import has_committed, note_restart, run_until_stopped, start
+
+    budget = RestartBudget(RestartPolicy.of(settings))
+    restore = None if prepare is None else prepare(spark)
+    monitor = None
+    try:
+        while True:
+            running = start(spark, app, settings, available_now=available_now,
+                            restore=restore)
+            if monitor is None and not available_now and app.quality_suite is not None:
+                monitor = start_quality_monitor(spark, app, settings)
+            log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
+            try:
+                run_until_stopped(running)
+                return running.writer.sink.stats if running.writer.sink else None
+            except (CheckpointDamaged, OutputMismatch):
+                raise  # a restart would meet it again
+            except RuntimeError as failure:
+                pause = budget.failed()
+                note_restart(app, settings, failure, pause, budget)
+                if pause is None:
+                    raise RestartsExhausted(app.name, budget.policy, len(budget.failures),
+                                            failure) from failure
+                log.warning("%s: the query failed; restart %d in %.1f s", app.name,
+                            budget.restarts, pause)
+                time.sleep(pause)
+                # A restored start's state is in the checkpoint once its first batch
+                # committed; before that, the restart restores again.
+                if restore is not None and has_committed(spark, running.writer.checkpoint):
+                    restore = None
+    finally:
+        if monitor is not None:
+            monitor.stop()
 
 
 def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
@@ -392,6 +424,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CheckpointDamaged, OutputMismatch) as error:  # a restart would meet it again
         print(f"statewise: {error}", file=sys.stderr)
         return DO_NOT_RESTART
+    except RestartsExhausted as error:
+        print(f"statewise: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ class DeadLetterWriter:
                 sink_id=f"{self.rt.app.name}-realtime.{query_id(self.spark, self.checkpoint)}",
                 kafka=kafka_clients.connection(settings),
                 marker_topic=self.rt.app.topics.dead_letter.qualified(settings.topic_prefix)),
-                ledger=self.ledger)
+                ledger=self.ledger, batch_timeout_s=settings.batch_timeout_s)
         self.sink(batch, batch_id)
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -99,7 +100,7 @@ class BatchWriter:
                 sink_id=sink_id,
                 kafka=connection(self.settings),
                 marker_topic=self.app.topics.dead_letter.qualified(self.settings.topic_prefix),
-            ), self.faults, self.ledger)
+            ), self.faults, self.ledger, self.settings.batch_timeout_s)
         return self.sink
 
 
@@ -281,3 +282,22 @@ def run_until_stopped(running: RunningApp, stop_requested: threading.Event | Non
         if isinstance(error, CheckpointDamaged | OutputMismatch):
             raise error
         raise RuntimeError(f"query {running.query.name} failed") from error
+
+
+def has_committed(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether the checkpoint's commit log holds a batch (its state is in the checkpoint)."""
+    commits = HadoopFiles(spark, checkpoint).listing("commits") or {}
+    return any(name.isdigit() for name in commits)
+
+
+def note_restart(app: AppDefinition, settings: PlatformSettings, failure: BaseException,
+                 pause_s: float | None, budget) -> None:
+    """One line per failure in ``<metrics_dir>/<app>.restarts.jsonl``: its cause, and the
+    restart it led to (``restart`` null: the app stopped)."""
+    from shared.runtime.metrics import append_line
+    from shared.runtime.restarts import cause_summary
+
+    append_line(Path(settings.metrics_dir) / f"{app.name}.restarts.jsonl", {
+        "time": time.time(), "app": app.name, "cause": cause_summary(failure),
+        "failures_in_window": len(budget.failures),
+        "restart": budget.restarts if pause_s is not None else None, "pause_s": pause_s})

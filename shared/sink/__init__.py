@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -167,17 +168,23 @@ def replay_skipped(batch_id: int) -> re.Pattern:
     return re.compile(rf"batch {batch_id} was committed to Kafka by an earlier attempt or run")
 
 
+class BatchTimedOut(RuntimeError):
+    """A batch ran past ``STATEWISE_BATCH_TIMEOUT_S`` and was cancelled."""
+
+
 class ExactlyOnceKafkaSink:
     """A ``foreachBatch`` function writing envelopes once, transactionally, from the
     executors."""
 
     def __init__(self, config: SinkConfig, faults: FaultPlan | None = None,
-                 ledger: SinkLedger | None = None) -> None:
+                 ledger: SinkLedger | None = None, batch_timeout_s: float = 0.0) -> None:
         """``ledger``: the query's checkpoint as the writers' replay checks read it (made
-        before the query starts); without one, a replay is judged by batch id alone."""
+        before the query starts); without one, a replay is judged by batch id alone.
+        ``batch_timeout_s``: a batch still running after it is cancelled (0: never)."""
         self.config = config
         self.faults = faults or FaultPlan.none()
         self.ledger = ledger
+        self.batch_timeout_s = batch_timeout_s
         self.stats = SinkStats()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -189,7 +196,8 @@ class ExactlyOnceKafkaSink:
         def write(batches):
             return write_partition(spec, batches)
 
-        rows = spread_over_writers(batch).mapInArrow(write, STATS_SCHEMA).collect()
+        rows = self._collect_within(spread_over_writers(batch).mapInArrow(write, STATS_SCHEMA),
+                                    batch_id)
         outcome = summarize(batch_id, (row.asDict() for row in rows))
         if self.ledger is not None:
             self.ledger.committed(outcome.written)
@@ -197,6 +205,41 @@ class ExactlyOnceKafkaSink:
         message = skip_message(outcome)
         if message:
             log.warning(message)
+
+    def _collect_within(self, stats: DataFrame, batch_id: int) -> list:
+        """The writers' stats rows. A librdkafka call that hangs (seen: a cached producer's
+        ``send_offsets_to_transaction`` after the broker was killed and restarted, minutes
+        past its timeout) would stall the query forever: past ``batch_timeout_s`` the
+        batch's jobs are cancelled (their Python workers killed), the query fails, and the
+        restart strategy replays the batch with new writers."""
+        if not self.batch_timeout_s:
+            return stats.collect()
+        context = stats.sparkSession.sparkContext
+        tag = f"statewise-sink.{self.config.sink_id}.batch-{batch_id}"
+        cancelled = threading.Event()
+
+        def cancel() -> None:
+            cancelled.set()
+            log.error("batch %d still running after %g s: cancelling it", batch_id,
+                      self.batch_timeout_s)
+            context.cancelJobsWithTag(tag)
+
+        context.addJobTag(tag)
+        context.setInterruptOnCancel(True)
+        timer = threading.Timer(self.batch_timeout_s, cancel)
+        timer.daemon = True
+        timer.start()
+        try:
+            return stats.collect()
+        except Exception as error:
+            if cancelled.is_set():
+                raise BatchTimedOut(f"batch {batch_id} ran longer than "
+                                    f"{self.batch_timeout_s:g} s (STATEWISE_BATCH_TIMEOUT_S): "
+                                    "cancelled") from error
+            raise
+        finally:
+            timer.cancel()
+            context.removeJobTag(tag)
 
     def close(self) -> None:
         """Nothing to release on the driver: the producers live in the Python workers,

@@ -7,8 +7,9 @@ marker file in ``STATEWISE_FAULTS_ONCE_DIR`` records that it fired. Two recoveri
 - ``retried``: on ``local[2,3]`` Spark retries the failed task in another Python worker,
   whose producer fences the dead one's transactional id (aborting its open transaction)
   and reads the partition's marker; the run ends normally.
-- ``restarted``: on ``local[2]`` a failed task fails the query; the app is restarted on
-  the same checkpoint, with the same plan (which does not fire again).
+- ``restarted``: on ``local[2]`` a failed task fails the query; the app's restart
+  strategy (shared/runtime/restarts.py) starts it again in the same process, on the
+  same checkpoint (the fault does not fire again), and notes the restart and its cause.
 
 ``sink.before_commit`` kills the worker with its partition's records sent and its
 transaction open; ``sink.after_commit`` kills it after the commit, so that the retried
@@ -22,6 +23,7 @@ from collections import Counter
 
 import pytest
 
+from shared.runtime.metrics import read_metrics
 from shared.sink import replay_skipped
 from shared.testing.canary import CANARY_TOPICS, expected_outputs
 from shared.testing.canary_runs import (
@@ -61,11 +63,12 @@ def test_a_killed_python_worker_leaves_outputs_equal_to_the_oracle(
         assert runs[0].returncode == 0, runs[0].stderr[-3000:]
         assert LOST_TASK.search(runs[0].stderr), runs[0].stderr[-3000:]  # and retried
     else:
-        failed = run(kafka_settings, "local[2]", point, once)
-        assert failed.returncode == 1, failed.stderr[-3000:]  # the driver lived: it failed
-        assert "query canary failed" in failed.stderr
-        runs = [failed, run(kafka_settings, "local[2]", point, once)]
-        assert runs[1].returncode == 0, runs[1].stderr[-3000:]
+        runs = [run(kafka_settings, "local[2]", point, once)]
+        assert runs[0].returncode == 0, runs[0].stderr[-3000:]
+        assert "the query failed; restart 1 in 1.0 s" in runs[0].stderr
+        (restart,) = read_metrics(kafka_settings.metrics_dir / "canary.restarts.jsonl")
+        assert restart["restart"] == 1 and restart["failures_in_window"] == 1
+        assert "Python worker exited unexpectedly" in restart["cause"], restart["cause"]
     stderr = "".join(r.stderr for r in runs)
     assert stderr.count(f"fault: {point}@1 ") == 1, stderr[-3000:]  # it fired once
     assert [p.name for p in once.iterdir()] == [f"{point}@1"]

@@ -1,0 +1,105 @@
+"""Restarting a failed query from its checkpoint, as Flink's restart strategies do.
+
+A query fails on what a restart fixes (a broker restarting, a network partition, a
+transaction timed out while a broker moved its coordinator) and on what it does not (a
+damaged checkpoint, output that disagrees with it: those stop the app with exit code 78
+before this is asked). The runner asks :class:`RestartBudget` after each failure: the
+pause before the next start, doubling from ``restart_backoff_s`` up to
+``restart_max_backoff_s`` (Flink's exponential-delay strategy), or None once
+``restart_max_failures`` failures fall within ``restart_window_s`` (its failure-rate
+strategy): then the app stops and names the cause. The checkpoint makes a restart
+exact: the batch in flight is replayed and the sink skips what it wrote.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    max_failures: int  # within window_s; 0: never restart
+    window_s: float
+    backoff_s: float
+    max_backoff_s: float
+
+    def __post_init__(self) -> None:
+        if self.window_s <= 0 or self.backoff_s < 0 or self.max_backoff_s < self.backoff_s:
+            raise ValueError(f"restart settings: a positive window and 0 <= backoff <= "
+                             f"max backoff, not {self}")
+
+    @classmethod
+    def of(cls, settings) -> RestartPolicy:
+        return cls(settings.restart_max_failures, settings.restart_window_s,
+                   settings.restart_backoff_s, settings.restart_max_backoff_s)
+
+
+class RestartBudget:
+    """The failures of one app run, and what each allows."""
+
+    def __init__(self, policy: RestartPolicy,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.policy, self.clock = policy, clock
+        self.failures: deque[float] = deque()  # times of the failures within the window
+        self.restarts = 0  # over the whole run
+
+    def failed(self) -> float | None:
+        """Note a failure now: the pause before restarting, or None to stop."""
+        now = self.clock()
+        self.failures.append(now)
+        while self.failures and self.failures[0] <= now - self.policy.window_s:
+            self.failures.popleft()
+        if len(self.failures) >= self.policy.max_failures:
+            return None
+        self.restarts += 1
+        doubled = self.policy.backoff_s * 2 ** (len(self.failures) - 1)
+        return min(doubled, self.policy.max_backoff_s)
+
+
+class RestartsExhausted(RuntimeError):
+    """The query failed too often within the window: the app stops, naming the cause."""
+
+    def __init__(self, app: str, policy: RestartPolicy, failures: int,
+                 cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__(
+            f"{app}: {failures} failures within {policy.window_s:g} s "
+            f"(STATEWISE_RESTART_MAX_FAILURES={policy.max_failures}): not restarting. "
+            f"The last: {cause_summary(cause)}")
+
+
+# "package.module.SomeError: message", the last line of a Python traceback.
+_PYTHON_ERROR = re.compile(r"^(?:[a-z_][\w]*\.)+[A-Z]\w*: \S")
+_WRAPPERS = ("py4j.", "pyspark.", "java.", "javax.", "org.apache.", "scala.")
+
+
+def cause_summary(error: BaseException) -> str:
+    """One line naming a failure, at most 300 characters: the failed task and its
+    error when a task failed the batch, else the error Python raised on the driver, else
+    the JVM's innermost cause ("Caused by:"), else the first line of the error."""
+    from shared.runtime.checkpoint_check import error_texts
+
+    lines = [line.strip() for text in error_texts(error) for line in text.splitlines()]
+    # A failed task: Spark says which and why on one line.
+    failed_task = next((line.partition("most recent failure:")[2].strip() for line in lines
+                        if "most recent failure:" in line), "")
+    if failed_task:
+        return failed_task[:300]
+    # An error raised in Python (the foreachBatch function): the traceback's last line.
+    raised = next((line for line in lines if _PYTHON_ERROR.match(line)
+                   and not line.startswith(_WRAPPERS)), "")
+    if raised:
+        return raised[:300]
+    causes = [line.removeprefix("Caused by:").strip() for line in lines
+              if line.startswith("Caused by:")]
+    if causes:
+        return causes[-1][:300]
+    while error.__cause__ is not None:
+        error = error.__cause__
+    text = (getattr(error, "_desc", None) or str(error)).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    return f"{type(error).__name__}: {first}"[:300]
