@@ -196,7 +196,9 @@ def bench_settings(bench: AppBench, bootstrap: str, work: Path, batch: int):
     return bench.app.settings_type(
         bootstrap_servers=bootstrap, topic_prefix="bench.",
         checkpoint_dir=str(work / "checkpoints"), metrics_dir=work / "metrics",
-        max_offsets_per_trigger=batch, quality_interval_s=0, **bench.settings_overrides)
+        max_offsets_per_trigger=batch, quality_interval_s=0,
+        # Drains of one preloaded topic on new checkpoints, each on purpose.
+        allow_new_checkpoint=True, **bench.settings_overrides)
 
 
 def preload(bench: AppBench, settings, records: int) -> None:

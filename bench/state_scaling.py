@@ -80,7 +80,7 @@ def measure_point(app: AppDefinition, keys: int, bootstrap: str, reader) -> dict
         bootstrap_servers=bootstrap, topic_prefix=f"state.{app.name}.{keys}.",
         checkpoint_dir=str(work / "checkpoints"), metrics_dir=work / "metrics",
         max_offsets_per_trigger=DRAIN_BATCH, quality_interval_s=0,
-        trigger_interval="1 second", **app_overrides(pop))
+        trigger_interval="1 second", allow_new_checkpoint=True, **app_overrides(pop))
     topic = app.input_topic.qualified(settings.topic_prefix)
     metrics = metrics_path(settings.metrics_dir, app.name)
     env = settings_env(settings, SPARK_LOCAL_DIRS=str(work / "spark-local"))

@@ -68,7 +68,7 @@ def run(options: Options) -> dict:
         settings = TradingSettings(
             bootstrap_servers=bootstrap, topic_prefix="bench.", metrics_dir=work / "metrics",
             checkpoint_dir=str(work / "checkpoints"), quality_interval_s=0,
-            max_offsets_per_trigger=250_000,
+            max_offsets_per_trigger=250_000, allow_new_checkpoint=True,
             session_open_utc="00:00", session_close_utc="24:00",
             realtime_state_partitions=options.state_partitions,
             realtime_checkpoint_interval=options.checkpoint_interval)

@@ -102,6 +102,17 @@ class PlatformSettings:
     starting_offsets: str = setting(
         "earliest", "STATEWISE_STARTING_OFFSETS",
         "where a new checkpoint starts reading: earliest, latest or Kafka's JSON form")
+    allow_new_checkpoint: bool = setting(
+        False, "STATEWISE_ALLOW_NEW_CHECKPOINT",
+        "start on a new (empty or deleted) checkpoint even though the app has written "
+        "output to these topics before: its input is then read again from "
+        "STATEWISE_STARTING_OFFSETS and the output written again. Without it such a start "
+        "is refused (exit 78)")
+    fail_on_data_loss: bool = setting(
+        True, "STATEWISE_FAIL_ON_DATA_LOSS",
+        "stop when input the checkpoint still has to read is gone from Kafka (retention "
+        "deleted it, a topic was recreated); false skips it with Spark's warning and "
+        "carries on: the records lost are not counted (docs/operations.md)")
     spark_ui: bool = setting(
         False, "STATEWISE_SPARK_UI", "serve the Spark UI (bound to 127.0.0.1 only)")
     rocksdb_memory_mb: int = setting(

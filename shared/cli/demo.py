@@ -105,6 +105,8 @@ def demo_settings(app: AppDefinition, bootstrap_servers: str, cluster_id: str,
         metrics_dir=args.work_dir / "metrics", state_partitions=2,
         # Small batches: results come fast after a restart on a backlog too.
         starting_offsets=starting_offsets, max_offsets_per_trigger=20_000,
+        # A new checkpoint starts at the input's end (above): nothing is written twice.
+        allow_new_checkpoint=True,
         **app.demo.app_settings(args))
 
 

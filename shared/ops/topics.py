@@ -138,12 +138,18 @@ def provision(admin: AdminClient, specs: Iterable[TopicSpec], prefix: str = "",
     existing = metadata.topics
     wanted = {spec.qualified(prefix): spec for spec in specs}
     for name, spec in wanted.items():
-        if name in existing and len(existing[name].partitions) != spec.partitions:
-            # Adding partitions moves keys to other partitions and so breaks keyed
-            # state and per-key order: a human decides, not provisioning.
+        have = len(existing[name].partitions) if name in existing else spec.partitions
+        if have < spec.partitions:
+            # Adding partitions is not provisioning's call: a human decides.
             raise TopicMismatch(
-                f"{name} has {len(existing[name].partitions)} partitions, spec says "
-                f"{spec.partitions}")
+                f"{name} has {have} partitions, spec says {spec.partitions}: add them "
+                "(kafka-topics --alter) or change the spec")
+        if have > spec.partitions:
+            # Partitions added on purpose: keyed state follows a hash of the key, not the
+            # Kafka partition, and the apps order by event time, so records of a key
+            # that now land on another partition change no result (docs/operations.md).
+            log.info("%s has %d partitions, more than the spec's %d: kept", name, have,
+                     spec.partitions)
     to_create = [
         NewTopic(name, num_partitions=spec.partitions,
                  replication_factor=min(spec.replication_factor, brokers),

@@ -53,8 +53,9 @@ def read_topics(spark: SparkSession, settings: PlatformSettings,
         .option("subscribe", ",".join(s.qualified(settings.topic_prefix) for s in specs))
         .option("startingOffsets", start)
         .option("includeHeaders", "true")
-        # Offsets lost to retention fail the query instead of being skipped silently.
-        .option("failOnDataLoss", "true")
+        # Offsets lost to retention fail the query instead of being skipped silently,
+        # unless the operator chose to carry on past them.
+        .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
     )
     if settings.max_offsets_per_trigger > 0 and not whole_topic:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)

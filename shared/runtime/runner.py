@@ -22,7 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from shared.app.definition import AppDefinition
 from shared.keyed.savepoint.restore import RestoreInput, restored_from
-from shared.runtime.checkpoint import offset_log_metadata, query_id
+from shared.runtime.checkpoint import has_started, offset_log_metadata, query_id
 from shared.runtime.checkpoint_check import (
     CheckpointDamaged,
     OutputMismatch,
@@ -209,6 +209,8 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     ``checkpoint_check.CheckpointDamaged``, before anything starts, on a damaged checkpoint."""
     checkpoint = checkpoint_path(app, settings)
     verify_checkpoint(spark, app, checkpoint)
+    if restore is None:
+        refuse_a_silent_new_checkpoint(spark, app, settings, checkpoint)
     prefix = settings.topic_prefix
     raw = read_topics(spark, settings, app.topics.inputs, starting_offsets=None if restore
                       is None else restore.manifest.starting_offsets(
@@ -234,6 +236,31 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     else:
         stream = stream.trigger(processingTime=settings.trigger_interval)
     return RunningApp(stream.start(), writer)
+
+
+def refuse_a_silent_new_checkpoint(spark: SparkSession, app: AppDefinition,
+                                   settings: PlatformSettings, checkpoint: str) -> None:
+    """A new checkpoint of an app that has written output on these topics before (its
+    checkpoint deleted, or pointed elsewhere) would read the input again from the
+    starting offsets and write the output again, unnoticed: refused unless
+    ``allow_new_checkpoint`` says so (a savepoint restore is the way that keeps both)."""
+    if settings.allow_new_checkpoint or has_started(spark, checkpoint):
+        return
+    from shared.runtime.kafka_clients import admin_client
+    from shared.sink.ledger import earlier_writers
+
+    marker_topic = app.topics.dead_letter.qualified(settings.topic_prefix)
+    earlier = earlier_writers(admin_client(settings), app.name, marker_topic)
+    if earlier:
+        raise OutputMismatch(
+            f"{app.name}: the checkpoint {checkpoint} is new, but the app has written "
+            f"output to these topics before (sink writers {', '.join(earlier[:4])}"
+            f"{', ...' if len(earlier) > 4 else ''}): a new checkpoint would read the input "
+            f"again from {settings.starting_offsets!r} and write that output a second "
+            "time. Way out: restore the old checkpoint (or --checkpoint-dir to where it "
+            f"is), restore a savepoint (statewise restore {app.name} --from SAVEPOINT), "
+            "or, to start over on purpose, set STATEWISE_ALLOW_NEW_CHECKPOINT=true (with "
+            "STATEWISE_STARTING_OFFSETS=latest to write nothing twice)")
 
 
 def verify_checkpoint(spark: SparkSession, app: AppDefinition, checkpoint: str) -> None:

@@ -82,3 +82,21 @@ def _known_writers(text: str | None) -> frozenset[int]:
         log.warning("%s is unreadable (%r): writers' lost markers go unnoticed until "
                     "they commit again", WRITERS_FILE, text[:80])
         return frozenset()
+
+
+def earlier_writers(admin, app: str, marker_topic: str, timeout_s: float = 30.0) -> list[str]:
+    """The marker groups of ``app``'s sink writers that committed on ``marker_topic``:
+    output written by some checkpoint of this app on these topics. (The marker group is
+    ``statewise-sink.<app>.<query id>.p<writer>.marker``, shared/sink/__init__.py.)"""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    prefix = f"statewise-sink.{app}."
+    groups = [g.group_id for g in admin.list_consumer_groups().result(timeout_s).valid
+              if g.group_id.startswith(prefix) and g.group_id.endswith(".marker")]
+    committed = []
+    for group in sorted(groups):
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(marker_topic, 0)])]
+        (future,) = admin.list_consumer_group_offsets(request).values()
+        if any(tp.offset >= 0 for tp in future.result(timeout_s).topic_partitions):
+            committed.append(group)
+    return committed

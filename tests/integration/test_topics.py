@@ -34,13 +34,16 @@ def test_specs_become_topics_with_their_settings_and_reruns_change_nothing(kafka
             assert config["retention.ms"] == str(spec.retention_ms)
 
 
-def test_a_partition_count_that_differs_from_the_spec_is_reported(kafka_settings):
+def test_fewer_partitions_than_the_spec_are_reported_more_are_kept(kafka_settings):
     admin = admin_client(kafka_settings)
     spec = FRAUD.inputs[0]
     provision(admin, [spec], kafka_settings.topic_prefix)
     wider = dataclasses.replace(spec, partitions=spec.partitions + 2)
     with pytest.raises(TopicMismatch, match="partitions"):
         provision(admin, [wider], kafka_settings.topic_prefix)
+    # Partitions added by an operator (the app's tests show its outputs unchanged).
+    narrower = dataclasses.replace(spec, partitions=spec.partitions - 2)
+    assert provision(admin, [narrower], kafka_settings.topic_prefix) == []
 
 
 def test_provisioned_topics_take_records_on_every_partition_at_once(kafka_settings):
