@@ -12,8 +12,10 @@ An envelope is a row shaped like Spark's own Kafka sink input:
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -134,6 +136,9 @@ def _decode_reason(schema: RecordSchema) -> Column:
     return reason
 
 
+_NON_STRING_OPENERS = ("-", *"0123456789", "[", "{")
+
+
 def _not_text_reason(schema: RecordSchema) -> Column | None:
     """Name the first string field (in schema order) whose JSON value is not a string.
 
@@ -156,7 +161,14 @@ def _not_text_reason(schema: RecordSchema) -> Column | None:
     for name in reversed(names):
         per_field = F.when(given_as_non_string([name]),
                            F.lit(f"field '{name}' is not a valid string")).otherwise(per_field)
-    return F.when(given_as_non_string(names), per_field)
+    # The pattern costs ~5 us a record (measured: +15% of the platform's JVM time); the
+    # text of a number, an object or a list opens with one of these, or is true/false;
+    # ids and codes seldom do (a string "txn-1" or "EUR" does not): only records with
+    # such a text pay for it.
+    suspect = reduce(operator.or_, [
+        F.substring(F.col(f"_parsed.{name}"), 1, 1).isin(*_NON_STRING_OPENERS)
+        | F.col(f"_parsed.{name}").isin("true", "false") for name in names])
+    return F.when(suspect & given_as_non_string(names), per_field)
 
 
 def _corrupt_reason(schema: RecordSchema) -> Column:
