@@ -55,10 +55,18 @@ class StateGuard:
     policy: str = ""  # the app's overflow policy, for the record
     warn: Callable[[str], None] = log.warning
     _partitions: dict[int, _Partition] = field(default_factory=dict)
+    _trimmed_before: bool = False
 
     def after_batch(self, batch_id: int, figures: StateFigures) -> list[str]:
         totals = self.totals(figures)
         warnings = [w for p, t in sorted(totals.items()) for w in self._check(p, t)]
+        if figures.trimmed_entries and not self._trimmed_before:
+            # Once: the count goes on in the metrics (trimmedEntriesTotal).
+            warnings.append(
+                f"{self.app}: state {self.state!r} dropped {figures.trimmed_entries:,} "
+                f"history entries past its per-key cap (history.max_per_key), oldest first; "
+                "counted as trimmedEntriesTotal in the state metrics")
+            self._trimmed_before = True
         for warning in warnings:
             self.warn(warning)
         if self.metrics_file is not None:
@@ -68,7 +76,8 @@ class StateGuard:
                 "partitions": [{"partition": p, **t} for p, t in sorted(totals.items())],
                 "evictedKeysTotal": sum(f.evicted_keys_total
                                         for f in figures.buckets.values()),
-                "refusedKeysTotal": figures.refused_keys, "warnings": warnings})
+                "refusedKeysTotal": figures.refused_keys,
+                "trimmedEntriesTotal": figures.trimmed_entries, "warnings": warnings})
         return warnings
 
     def totals(self, figures: StateFigures) -> dict[int, dict]:

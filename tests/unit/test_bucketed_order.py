@@ -34,7 +34,8 @@ def test_cap_history_keeps_each_keys_newest_entries_in_order():
     keys = ["b"] * (limit + 3) + ["a"] * 2 + ["c"]
     history = pd.DataFrame({"card": keys, "ts_ms": np.arange(len(keys))[::-1],
                             "amount": np.arange(len(keys), dtype=float)})
-    capped = cap_history(spec, history, pd.Index(["a", "b"], name="card"))
+    capped, trimmed = cap_history(spec, history, pd.Index(["a", "b"], name="card"))
+    assert trimmed == 3  # b's oldest; c is not kept, which is no trim
     kept = history[history["card"] != "c"]
     # Grouped by key (keys in order of first appearance), each key's entries by ts_ms.
     expected = (kept.assign(first=pd.factorize(kept["card"])[0])

@@ -311,3 +311,16 @@ def test_a_stored_table_gains_new_columns_as_nulls() -> None:
 def _bucket(harness: BucketedHarness, card: str) -> int:
     return int(harness.bucket_of(pd.DataFrame({"card": [card]}))[0])
 
+
+
+def test_history_past_the_per_key_cap_is_dropped_oldest_first_and_counted() -> None:
+    harness = BucketedHarness(RollingSpend(), buckets=1)
+    harness.run_batch(frame([pay("a", T0, 1.0)]))
+    stored = harness.stored_buckets()[0]
+    rows = frame([pay("a", T0 + i, float(i)) for i in range(1, 6)]).assign(
+        keyed_event_ms=[T0 + i for i in range(1, 6)])
+    batch = run_bucket_batch(RollingSpend(), 0, stored, rows, None, None,
+                             BatchClock(watermark_ms=T0, processing_time_ms=0))
+    kept = RollingSpend.spec.history.max_per_key
+    assert batch.stored.history["ts_ms"].tolist() == [T0 + 4, T0 + 5][-kept:]
+    assert batch.stored.trimmed_entries == 6 - kept  # six payments seen, the newest kept

@@ -66,3 +66,19 @@ def test_each_batch_is_recorded_with_its_figures_and_warnings(tmp_path) -> None:
                                    "bytes": None}]
     assert line["evictedKeysTotal"] == 3 and line["refusedKeysTotal"] == 5
     assert len(line["warnings"]) == 1
+
+
+def test_history_trimmed_past_the_per_key_cap_is_counted_and_named_once(tmp_path) -> None:
+    """Issue 15, hole 6: what a key's history cap drops is no longer only a log line."""
+    g, said = guard(tmp_path, warn_rows=0, growth=0)
+    g.after_batch(1, figures(b0=10))
+    param = StateFiguresParam()
+    total = param.addInPlace(figures(b0=10), StateFigures({}, 0, 7))
+    g.after_batch(2, total)
+    total = param.addInPlace(total, StateFigures({}, 0, 5))
+    g.after_batch(3, total)
+    assert said == ["fraud: state 'keyed by card_id' dropped 7 history entries past its "
+                    "per-key cap (history.max_per_key), oldest first; counted as "
+                    "trimmedEntriesTotal in the state metrics"]
+    records = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [r["trimmedEntriesTotal"] for r in records] == [0, 7, 12]

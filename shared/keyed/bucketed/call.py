@@ -69,6 +69,7 @@ class CallResult:
     outputs: pd.DataFrame | None
     screened: Screened
     refused_keys: int = 0  # new keys whose rows a full bucket refused (Overflow.REFUSE_NEW)
+    trimmed_entries: int = 0  # history entries past max_per_key dropped, oldest first
 
 
 def exact_dtypes(frame: pd.DataFrame, dtypes: tuple[tuple[str, str], ...]) -> pd.DataFrame:
@@ -160,7 +161,7 @@ def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
         watermark_ms=watermark, expired_keys_total=header.expired_keys_total + expired,
         evicted_keys_total=header.evicted_keys_total + evicted)
     return CallResult(header, hot, new_cold, batch.control, batch.outputs, screened,
-                      refused_keys)
+                      refused_keys, batch.stored.trimmed_entries)
 
 
 def _due(loaded: Loaded, watermark_ms: int) -> bool:

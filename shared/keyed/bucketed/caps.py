@@ -29,13 +29,13 @@ log = logging.getLogger(__name__)
 
 
 def cap_history(spec: BucketedSpec, history: pd.DataFrame, kept_keys: pd.Index
-                ) -> pd.DataFrame:
+                ) -> tuple[pd.DataFrame, int]:
     """Entries of kept keys only, grouped by key in ``order_by`` order, at most
-    ``max_per_key`` newest per key."""
+    ``max_per_key`` newest per key; and how many older entries that cap dropped."""
     history_spec = spec.history
     assert history_spec is not None
     if not len(history):
-        return history
+        return history, 0
     # One hash lookup gives both which entries are kept and, numbered by first
     # appearance (integers, cheap), the key of each.
     key_rows = kept_keys.get_indexer(history_key_index(history, spec))
@@ -44,7 +44,7 @@ def cap_history(spec: BucketedSpec, history: pd.DataFrame, kept_keys: pd.Index
     if not known.all():
         history, key_rows, owned = history[known], key_rows[known], True
         if not len(history):
-            return history.reset_index(drop=True)
+            return history.reset_index(drop=True), 0
     codes = pd.factorize(key_rows)[0]
     order_by = history[history_spec.order_by].to_numpy()
     if not _grouped(codes, order_by):
@@ -56,9 +56,9 @@ def cap_history(spec: BucketedSpec, history: pd.DataFrame, kept_keys: pd.Index
     history.index = pd.RangeIndex(len(history))
     # Counting is O(n) on integers: most calls have no key over its cap and rank nothing.
     if np.bincount(codes).max() <= history_spec.max_per_key:
-        return history
+        return history, 0
     over = _rank_from_newest(codes) >= history_spec.max_per_key
-    return history[~over].reset_index(drop=True)
+    return history[~over].reset_index(drop=True), int(over.sum())
 
 
 def _grouped(codes: np.ndarray, order: np.ndarray) -> bool:

@@ -239,9 +239,10 @@ def _with_history(spec: BucketedSpec, live: StoredBucket, update: BucketUpdate
     if spec.history is None and update.history is not None:
         raise BucketedSpecError("a history was returned but the spec declares none")
     history = live.history if update.history is None else update.history
+    trimmed = 0
     if spec.history is not None and history is not None:
-        history = cap_history(spec, history, live.keys.index)
-    return replace(live, history=history)
+        history, trimmed = cap_history(spec, history, live.keys.index)
+    return replace(live, history=history, trimmed_entries=live.trimmed_entries + trimmed)
 
 
 def apply_decision(spec: BucketedSpec, live: StoredBucket, decision: BucketUpdate

@@ -29,12 +29,14 @@ class StateFigures:
 
     buckets: dict[int, BucketFigures] = field(default_factory=dict)
     refused_keys: int = 0
+    trimmed_entries: int = 0  # history entries past max_per_key dropped (summed over calls)
 
     def merge(self, other: StateFigures) -> StateFigures:
         # One task holds a bucket in a batch and batches run one after the other, so the
         # later merge is the newer figure.
         self.buckets.update(other.buckets)
         self.refused_keys += other.refused_keys
+        self.trimmed_entries += other.trimmed_entries
         return self
 
 

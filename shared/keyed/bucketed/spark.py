@@ -183,7 +183,8 @@ class BucketedStatefulProcessor(StatefulProcessor):
                           dtypes=self.layout.data_dtypes)
         saved = self._save(header, result)
         if self.figures is not None:
-            self.figures.add(call_figures(bucket, saved, result.refused_keys, self.spec))
+            self.figures.add(call_figures(bucket, saved, result.refused_keys, self.spec,
+                                          result.trimmed_entries))
         return result
 
     def _watermark_ms(self, timer_values: TimerValues) -> int:
@@ -246,8 +247,8 @@ class BucketedStatefulProcessor(StatefulProcessor):
         return iter(()) if rows is None else iter([rows])
 
 
-def call_figures(bucket: int, header: Header, refused_keys: int, spec: BucketedSpec
-                 ) -> StateFigures:
+def call_figures(bucket: int, header: Header, refused_keys: int, spec: BucketedSpec,
+                 trimmed_entries: int = 0) -> StateFigures:
     """The bucket's figures after a call, from the header it wrote (its segments' sizes
     from this worker's cache, which holds every segment the call read or wrote)."""
     sizes = [SEGMENTS.blob_bytes(cached_kind(kind, spec), ident) for kind, ident
@@ -255,4 +256,4 @@ def call_figures(bucket: int, header: Header, refused_keys: int, spec: BucketedS
     stored = None if None in sizes else sum(sizes)
     figures = BucketFigures(header.key_count, header.key_count + header.history_count,
                             stored, header.evicted_keys_total)
-    return StateFigures({bucket: figures}, refused_keys)
+    return StateFigures({bucket: figures}, refused_keys, trimmed_entries)

@@ -70,6 +70,9 @@ class StoredBucket:
     expiry_timer_ms: int | None = None
     expired_keys_total: int = 0
     evicted_keys_total: int = 0
+    # History entries past history.max_per_key dropped in this call, oldest first: not
+    # stored, reported with the call's figures.
+    trimmed_entries: int = 0
 
     @property
     def rows(self) -> int:
