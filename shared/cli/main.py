@@ -37,6 +37,7 @@ from shared.app.loader import registered_apps
 from shared.ops.topics import BrokerUnreachable
 from shared.runtime import kafka_clients
 from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
+from shared.runtime.checkpoint_lock import CheckpointInUse
 from shared.runtime.kafka_clients import KafkaSecurityError
 from shared.runtime.restarts import RestartsExhausted
 from shared.settings import (
@@ -77,7 +78,7 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
 
             return run_realtime(realtime, settings)
         return _run_micro_batches(app, settings, args.available_now)
-    except (CheckpointDamaged, OutputMismatch) as error:  # a restart would meet it again
+    except (CheckpointDamaged, OutputMismatch, CheckpointInUse) as error:  # again on restart
         log.error("%s: %s", app.name, error)
         return DO_NOT_RESTART
     except RestartsExhausted as error:
@@ -421,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokerUnreachable as error:
         print(f"statewise: {error}; {START_A_BROKER}", file=sys.stderr)
         return 1
-    except (CheckpointDamaged, OutputMismatch) as error:  # a restart would meet it again
+    except (CheckpointDamaged, OutputMismatch, CheckpointInUse) as error:  # again on restart
         print(f"statewise: {error}", file=sys.stderr)
         return DO_NOT_RESTART
     except RestartsExhausted as error:

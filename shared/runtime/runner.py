@@ -31,6 +31,7 @@ from shared.runtime.checkpoint_check import (
     error_texts,
 )
 from shared.runtime.checkpoint_files import HadoopFiles
+from shared.runtime.checkpoint_lock import lock_checkpoint, unlock_checkpoint
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import connection
 from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
@@ -127,6 +128,7 @@ class RunningApp:
         self.query.stop()
         if self.writer.sink is not None:
             self.writer.sink.close()
+        unlock_checkpoint(self.writer.checkpoint)
 
 
 def bucket_labels(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
@@ -205,9 +207,22 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
           available_now: bool = False, faults: FaultPlan | None = None,
           restore: RestoreInput | None = None) -> RunningApp:
     """Start the app's streaming query; returns at once. ``restore``: the first start of
-    a checkpoint restored from a savepoint (shared/keyed/savepoint/restore.py). Raises
-    ``checkpoint_check.CheckpointDamaged``, before anything starts, on a damaged checkpoint."""
+    a checkpoint restored from a savepoint (shared/keyed/savepoint/restore.py). Raises,
+    before anything starts: ``CheckpointInUse`` when another process runs on the
+    checkpoint, ``CheckpointDamaged`` on a damaged one, ``OutputMismatch`` on a new one
+    whose app has written output before. The checkpoint's lock is held until ``stop``."""
     checkpoint = checkpoint_path(app, settings)
+    lock_checkpoint(checkpoint, app.name)
+    try:
+        return _start(spark, app, settings, checkpoint, available_now, faults, restore)
+    except BaseException:
+        unlock_checkpoint(checkpoint)
+        raise
+
+
+def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
+           checkpoint: str, available_now: bool, faults: FaultPlan | None,
+           restore: RestoreInput | None) -> RunningApp:
     verify_checkpoint(spark, app, checkpoint)
     if restore is None:
         refuse_a_silent_new_checkpoint(spark, app, settings, checkpoint)

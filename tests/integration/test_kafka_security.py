@@ -1,9 +1,11 @@
-"""A broker that asks for SASL (SCRAM-SHA-512): the security settings reach every kind of
-client, in each family's spelling. ``statewise topics`` provisions through it; an app
-runs end to end, Spark's Kafka source (the Java client: a JAAS configuration built from
-the username and password) reading its input and the exactly-once sink's writers
-(librdkafka) writing its alerts; a consumer reads them back. Without the settings, or
-with a wrong password, the broker is reported unreachable."""
+"""A broker that asks for SASL (SCRAM-SHA-512) over TLS, with a test CA made at start-up:
+the security settings reach every kind of client, in each family's spelling.
+``statewise topics`` provisions through it; an app runs end to end, Spark's Kafka source
+(the Java client: a JAAS configuration built from the username and password, the CA as
+a PEM truststore) reading its input and the exactly-once sink's writers (librdkafka)
+writing its alerts once; a consumer reads them back. Without the settings, with a wrong
+password or without the CA, the broker is reported unreachable. The password appears in
+no log line, metrics file or Spark setting."""
 
 from __future__ import annotations
 
@@ -37,8 +39,9 @@ MECHANISM = "SCRAM-SHA-512"
 
 @dataclasses.dataclass(frozen=True)
 class ScramBrokerConfig(BrokerConfig):
-    """The local broker with a second listener that asks for SCRAM (the plain one serves
-    the broker's own readiness checks)."""
+    """The local broker with a second listener that asks for SCRAM over TLS (the plain
+    one serves the broker's own readiness checks). Its certificate, signed by a test CA,
+    names 127.0.0.1: both client families verify the host."""
 
     sasl_port: int = 0
 
@@ -46,16 +49,43 @@ class ScramBrokerConfig(BrokerConfig):
     def sasl_bootstrap_servers(self) -> str:
         return f"{self.host}:{self.sasl_port}"
 
+    @property
+    def ca_file(self) -> Path:
+        return self.home / "tls" / "ca.pem"
+
     def server_properties(self) -> str:
         lines = dict(line.split("=", 1) for line in super().server_properties().splitlines())
-        sasl = f"SASL_PLAINTEXT://{self.host}:{self.sasl_port}"
+        sasl = f"SASL_SSL://{self.host}:{self.sasl_port}"
         lines["listeners"] += f",{sasl}"
         lines["advertised.listeners"] += f",{sasl}"
-        lines["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+        lines["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
         lines["sasl.enabled.mechanisms"] = MECHANISM
-        lines[f"listener.name.sasl_plaintext.{MECHANISM.lower()}.sasl.jaas.config"] = \
+        lines[f"listener.name.sasl_ssl.{MECHANISM.lower()}.sasl.jaas.config"] = \
             "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        lines["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
+        lines["listener.name.sasl_ssl.ssl.keystore.location"] = str(
+            self.home / "tls" / "broker-keystore.pem")
         return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
+def make_test_ca(folder: Path, host: str) -> None:
+    """A CA and a broker certificate it signs for ``host`` (openssl), valid two days; the
+    broker's key and chain in one PEM file, Kafka's PEM keystore."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+            "-out", "ca.pem", "-days", "2", "-subj", "/CN=statewise-test-ca")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key",
+            "-out", "broker.csr", "-subj", f"/CN={host}")
+    (folder / "san.ext").write_text(f"subjectAltName=IP:{host},DNS:localhost\n")
+    openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "broker.pem", "-days", "2", "-extfile", "san.ext")
+    (folder / "broker-keystore.pem").write_text(
+        (folder / "broker.key").read_text() + (folder / "broker.pem").read_text()
+        + (folder / "ca.pem").read_text())
 
 
 class ScramBroker(LocalBroker):
@@ -74,6 +104,7 @@ class ScramBroker(LocalBroker):
 def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramBrokerConfig]:
     config = ScramBrokerConfig(home=tmp_path_factory.mktemp("kafka-scram"), port=free_port(),
                                controller_port=free_port(), sasl_port=free_port())
+    make_test_ca(config.home / "tls", config.host)
     broker = ScramBroker(config)
     broker.start(timeout_s=90)
     try:
@@ -91,8 +122,9 @@ def secured(scram_broker: ScramBrokerConfig, platform_settings: PlatformSettings
         **fields, "bootstrap_servers": scram_broker.sasl_bootstrap_servers,
         "topic_prefix": f"secure-{uuid.uuid4().hex[:8]}.",
         "checkpoint_dir": str(tmp_path / "checkpoints"), "metrics_dir": tmp_path / "metrics",
-        "kafka_security_protocol": "SASL_PLAINTEXT", "kafka_sasl_mechanism": MECHANISM,
-        "kafka_sasl_username": USER, "kafka_sasl_password": PASSWORD})
+        "kafka_security_protocol": "SASL_SSL", "kafka_sasl_mechanism": MECHANISM,
+        "kafka_sasl_username": USER, "kafka_sasl_password": PASSWORD,
+        "kafka_ssl_ca_location": str(scram_broker.ca_file)})
 
 
 def test_without_the_settings_or_with_a_wrong_password_no_broker_answers(secured):
@@ -100,7 +132,9 @@ def test_without_the_settings_or_with_a_wrong_password_no_broker_answers(secured
     for wrong in (dataclasses.replace(secured, kafka_security_protocol="",
                                       kafka_sasl_mechanism="", kafka_sasl_username="",
                                       kafka_sasl_password=""),
-                  dataclasses.replace(secured, kafka_sasl_password="wrong")):
+                  dataclasses.replace(secured, kafka_sasl_password="wrong"),
+                  # TLS without the test CA: the broker's certificate is not trusted.
+                  dataclasses.replace(secured, kafka_ssl_ca_location="")):
         with pytest.raises(BrokerUnreachable):
             require_broker(wrong, timeout_s=2.0)
 
@@ -110,7 +144,8 @@ def test_statewise_topics_provisions_through_the_secured_listener(secured, monke
     environment = {
         "STATEWISE_BOOTSTRAP_SERVERS": secured.bootstrap_servers,
         "STATEWISE_TOPIC_PREFIX": secured.topic_prefix,
-        "STATEWISE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "STATEWISE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "STATEWISE_KAFKA_SSL_CA_LOCATION": secured.kafka_ssl_ca_location,
         "STATEWISE_KAFKA_SASL_MECHANISM": MECHANISM,
         "STATEWISE_KAFKA_SASL_USERNAME": USER,
         "STATEWISE_KAFKA_SASL_PASSWORD": PASSWORD}
@@ -121,7 +156,7 @@ def test_statewise_topics_provisions_through_the_secured_listener(secured, monke
     assert f"created {FRAUD.inputs[0].qualified(secured.topic_prefix)}" in printed
 
 
-def test_an_app_reads_and_writes_a_secured_kafka(spark, secured):
+def test_an_app_reads_and_writes_a_secured_kafka(spark, secured, capfd):
     assert "kafka.sasl.jaas.config" in spark_options(secured)
     from shared.ops.topics import provision
     from shared.runtime.kafka_clients import admin_client
@@ -143,3 +178,11 @@ def test_an_app_reads_and_writes_a_secured_kafka(spark, secured):
         secured.topic_prefix))]
     assert [(a["rule"], a["txn_ids"]) for a in alerts] == [("velocity", "b0,b1,b2,b3,b4")]
     assert running.writer.sink is not None and running.writer.sink.stats.records_written >= 1
+
+    # No secret where people look: logs (the JVM's too: it shares this process's output),
+    # the metrics and state files, Spark's settings (what its UI's environment shows).
+    printed = capfd.readouterr()
+    assert PASSWORD not in printed.out + printed.err
+    for written in Path(secured.metrics_dir).rglob("*"):
+        assert not written.is_file() or PASSWORD not in written.read_text(errors="replace")
+    assert all(PASSWORD not in value for _, value in spark.sparkContext.getConf().getAll())
