@@ -324,6 +324,12 @@ def _demo_main(argv: Sequence[str]) -> int:
     return demo_main(argv)
 
 
+def _soak_main(argv: Sequence[str]) -> int:
+    from shared.cli.soak import soak_main
+
+    return soak_main(argv)
+
+
 def _new_main(argv: Sequence[str]) -> int:
     from shared.cli.new_app import new_main
 
@@ -365,6 +371,8 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
                 "buckets and state partitions", _restore_main),
     "repartition": ("change a stopped app's state partitions in place (Spark's experimental "
                     "repartition; buckets stay)", _repartition_main),
+    "soak": ("random faults against one app while input arrives, then its outputs "
+             "checked against its replay (--minutes N)", _soak_main),
     "new": ("create a new app from the template (apps/NAME/ and its tests)", _new_main),
 }
 

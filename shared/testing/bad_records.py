@@ -44,8 +44,12 @@ def bad_records(
 def _broken(gate: RecordGate, record: dict, now_ms: int) -> Iterator[dict]:
     schema = gate.schema
     for field in schema.struct.fields:
-        if not isinstance(field.dataType, StringType):  # a string field takes any value
+        if not isinstance(field.dataType, StringType):
             yield {**record, field.name: "not a value of its type"}
+            break
+    for field in schema.struct.fields:
+        if isinstance(field.dataType, StringType):  # a number where text belongs
+            yield {**record, field.name: 12345}
             break
     for name in schema.required:
         yield {k: v for k, v in record.items() if k != name}

@@ -1,0 +1,179 @@
+"""``statewise soak APP --minutes N``: an app under random faults while its input keeps
+arriving, then everything it wrote compared with its operator replayed in memory.
+
+The input is the app's own stream (its generator or demo), valid and in event-time
+order, with the bad records of its input spread through it (about 1 in 100: each kind
+the app's gate rejects, with the reason its dead letter must give). While a thread
+produces it at ``--rate``, the app runs as its own process (``statewise run``) and is
+stopped at random moments after it committed a batch of its own: by SIGKILL of the
+whole process tree (a machine failure) or by SIGTERM (a graceful stop), at random.
+When the minutes are up the producer stops and the app catches up (``--available-now``).
+
+Then, as the contract tests do (shared/testing/replay.py): every batch in the offset log
+is replayed in memory over the records Kafka holds, at the watermark and processing time
+Spark ran it at, and what the app wrote (outputs, dead letters, late records, as
+multisets) is compared with what the replay says it must have written. The summary:
+faults, records checked, outputs lost and duplicated, dead letters per reason, records
+late, and the longest stall (from a fault to the next committed batch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.app.definition import AppDefinition
+from shared.ops.processes import kill_tree
+from shared.testing.app_writes import read_topic, written
+from shared.testing.canary_runs import settings_env
+from shared.testing.chaos import catch_up, committed_batches
+from shared.testing.contract_input import app_stream
+from shared.testing.contract_runs import checkpoint, create_app_topics, interleaved
+from shared.testing.replay import replay
+
+BAD_EVERY = 100  # one bad record per this many valid ones
+
+
+@dataclass
+class SoakReport:
+    app: str
+    minutes: float
+    faults: Counter = field(default_factory=Counter)  # "kill" / "stop" -> count
+    records_sent: int = 0
+    bad_sent: int = 0
+    outputs_expected: int = 0
+    outputs_written: int = 0
+    lost: int = 0  # outputs the replay says are due that Kafka does not hold
+    duplicated: int = 0  # outputs held more often than due (or not due at all)
+    dead_letters: Counter = field(default_factory=Counter)  # reason -> count
+    dead_letters_unexpected: int = 0  # differences from the replay's rejections
+    late: int = 0
+    late_unexpected: int = 0
+    longest_stall_s: float = 0.0
+    batches: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return not (self.lost or self.duplicated or self.dead_letters_unexpected
+                    or self.late_unexpected)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "passed": self.passed,
+                "faults": dict(self.faults), "dead_letters": dict(self.dead_letters)}
+
+
+def soak(app: AppDefinition, settings, minutes: float, rate: float, seed: int,
+         log_dir: Path) -> SoakReport:
+    """Run the soak on ``settings``' broker, topics and checkpoint (fresh ones)."""
+    rng = random.Random(seed)
+    report = SoakReport(app.name, minutes)
+    count = max(int(minutes * 60 * rate), 100)
+    stream = app_stream(app, settings, count, latenesses=minutes * 60_000 / _lateness(app,
+                        settings), seed=seed)
+    settings = dataclasses.replace(stream.settings, **_platform(settings))
+    bad = [record for record, _ in stream.bad]
+    mixed = interleaved(stream.records, [bad[i % len(bad)] for i in
+                                         range(max(len(stream.records) // BAD_EVERY, 1))])
+    report.records_sent, report.bad_sent = len(mixed), len(mixed) - len(stream.records)
+    create_app_topics(app, settings)
+    producer = _Producer(app, settings, mixed, rate)
+    producer.start()
+    deadline = time.monotonic() + minutes * 60
+    attempt = 0
+    while time.monotonic() < deadline and not producer.done.is_set():
+        _one_run(app, settings, rng, report, log_dir / f"run-{attempt}.log", deadline)
+        attempt += 1
+    producer.join()
+    finished = catch_up(app.name, settings)
+    if finished.returncode != 0:
+        raise RuntimeError(f"{app.name}'s catch-up run failed ({finished.returncode}): "
+                           f"{finished.stderr[-2000:]}")
+    _compare(app, settings, report)
+    return report
+
+
+def _one_run(app: AppDefinition, settings, rng: random.Random, report: SoakReport,
+             log: Path, deadline: float) -> None:
+    """Start the app, wait for a batch of its own, let it run a random while, stop it by
+    a random fault; the stall is the time from the previous fault to that first batch."""
+    fault_at = time.monotonic()
+    before = committed_batches(settings, app.name)
+    with open(log, "w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "shared.cli.main", "run", app.name],
+                                   env=settings_env(settings), stdout=out,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            while committed_batches(settings, app.name) <= before:
+                if process.poll() is not None:
+                    raise RuntimeError(f"{app.name} exited by itself; see {log}")
+                time.sleep(0.2)
+            report.longest_stall_s = max(report.longest_stall_s, time.monotonic() - fault_at)
+            time.sleep(min(rng.uniform(2, 20), max(deadline - time.monotonic(), 0)))
+        finally:
+            if rng.random() < 0.5:
+                kill_tree(process.pid)
+                report.faults["kill"] += 1
+            else:
+                process.send_signal(signal.SIGTERM)
+                report.faults["stop"] += 1
+            process.wait(timeout=180)
+
+
+class _Producer(threading.Thread):
+    def __init__(self, app: AppDefinition, settings, records: list, rate: float) -> None:
+        super().__init__(daemon=True)
+        self.app, self.settings, self.records, self.rate = app, settings, records, rate
+        self.done = threading.Event()
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        from shared.generation.producer import send_all
+        from shared.runtime.kafka_clients import tuned_producer
+
+        topic = self.app.input_topic.qualified(self.settings.topic_prefix)
+        try:
+            send_all(tuned_producer(self.settings), topic, self.records, rate_per_s=self.rate)
+        except BaseException as error:  # noqa: BLE001 - reported by the soak's end
+            self.failure = error
+        finally:
+            self.done.set()
+
+
+def _compare(app: AppDefinition, settings, report: SoakReport) -> None:
+    inputs = read_topic(settings, app.input_topic)
+    expected = replay(app, settings, checkpoint(app, settings), inputs)
+    got = written(app, settings)
+    report.batches = len(list((checkpoint(app, settings) / "commits").glob("[0-9]*")))
+    report.outputs_expected = sum(expected.outputs.values())
+    report.outputs_written = sum(got.outputs.values())
+    report.lost = sum((expected.outputs - got.outputs).values())
+    report.duplicated = sum((got.outputs - expected.outputs).values())
+    report.dead_letters = Counter()
+    for (_, reason), n in got.rejected.items():
+        report.dead_letters[reason] += n
+    report.dead_letters_unexpected = sum(((got.rejected - expected.rejected)
+                                          + (expected.rejected - got.rejected)).values())
+    report.late = sum(got.late.values())
+    report.late_unexpected = sum(((got.late - expected.late)
+                                  + (expected.late - got.late)).values())
+
+
+def _lateness(app: AppDefinition, settings) -> int:
+    from shared.testing.contract_input import lateness_ms
+
+    return lateness_ms(app, app.settings_type(**_platform(settings)))
+
+
+def _platform(settings) -> dict[str, Any]:
+    from shared.settings import PlatformSettings
+
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(PlatformSettings)}
