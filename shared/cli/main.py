@@ -134,25 +134,34 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
     settings allow (shared/runtime/restarts.py). Returns the sink's figures."""
     from shared.quality.schedule import start_quality_monitor
     from shared.runtime.restarts import RestartBudget, RestartPolicy, RestartsExhausted
-    from shared.runtime.runner import has_committed, note_restart, run_until_stopped, start
+    from shared.runtime.runner import (
+        checkpoint_path,
+        newest_commit,
+        note_restart,
+        run_until_stopped,
+        start,
+    )
 
     budget = RestartBudget(RestartPolicy.of(settings))
     restore = None if prepare is None else prepare(spark)
+    checkpoint = checkpoint_path(app, settings)
     monitor = None
     try:
         while True:
-            running = start(spark, app, settings, available_now=available_now,
-                            restore=restore)
-            if monitor is None and not available_now and app.quality_suite is not None:
-                monitor = start_quality_monitor(spark, app, settings)
-            log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
+            committed_before = newest_commit(spark, checkpoint)
             try:
+                running = start(spark, app, settings, available_now=available_now,
+                                restore=restore)
+                if monitor is None and not available_now and app.quality_suite is not None:
+                    monitor = start_quality_monitor(spark, app, settings)
+                log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
                 run_until_stopped(running)
                 return running.writer.sink.stats if running.writer.sink else None
-            except (CheckpointDamaged, OutputMismatch):
+            except (CheckpointDamaged, OutputMismatch, CheckpointInUse):
                 raise  # a restart would meet it again
-            except RuntimeError as failure:
-                pause = budget.failed()
+            except Exception as failure:  # noqa: BLE001 - the budget decides; it names it
+                progressed = newest_commit(spark, checkpoint) > committed_before
+                pause = budget.failed(progressed)
                 note_restart(app, settings, failure, pause, budget)
                 if pause is None:
                     raise RestartsExhausted(app.name, budget.policy, len(budget.failures),
@@ -162,7 +171,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
                 time.sleep(pause)
                 # A restored start's state is in the checkpoint once its first batch
                 # committed; before that, the restart restores again.
-                if restore is not None and has_committed(spark, running.writer.checkpoint):
+                if restore is not None and newest_commit(spark, checkpoint) >= 0:
                     restore = None
     finally:
         if monitor is not None:

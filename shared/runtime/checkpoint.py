@@ -63,3 +63,14 @@ def has_started(spark: SparkSession, checkpoint: str) -> bool:
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     return fs.exists(path) and any(
         status.getPath().getName().isdigit() for status in fs.listStatus(path))
+
+
+def replace_file(spark: SparkSession, source: str, target: str) -> None:
+    """Move ``source`` over ``target`` (a whole file written beside it first: a crash
+    never leaves ``target`` torn, at worst missing with ``source`` complete)."""
+    hadoop_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
+    source_path, target_path = hadoop_path(source), hadoop_path(target)
+    fs = target_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.delete(target_path, False)
+    if not fs.rename(source_path, target_path):
+        raise OSError(f"could not move {source} to {target}")

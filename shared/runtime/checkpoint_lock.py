@@ -3,8 +3,10 @@ plan batches in its logs and both write its output.
 
 Spark refuses a second query on a checkpoint only within one session. Across processes
 the runner takes an exclusive lock (``flock``) on ``<checkpoint>/statewise.lock`` before
-the query starts and holds it for the life of the process: the kernel lets it go when
-the process dies, however it dies, so a killed instance never leaves a stale lock. A
+the query starts and holds it until the query stops: the kernel lets it go when the
+process dies, however it dies, so a killed instance never leaves a stale lock. (The
+lock is the Python driver's: its JVM may outlive a SIGKILL of the Python process alone
+by the moments its shutdown takes.) A
 checkpoint on HDFS or an object store has no such lock: there, the deployment (one
 driver per app, as a Spark operator or a supervisor runs it) is the guard.
 """
@@ -34,14 +36,15 @@ def local_folder(checkpoint: str) -> Path | None:
 
 
 def lock_checkpoint(checkpoint: str, app: str) -> bool:
-    """Hold the checkpoint's lock for this process (again: a no-op). False when the
-    checkpoint is not on a local filesystem; CheckpointInUse when another process holds it."""
+    """Hold the checkpoint's lock for this process. True when this call took it; False
+    when this process held it already or the checkpoint is not on a local filesystem;
+    CheckpointInUse when another process holds it."""
     folder = local_folder(checkpoint)
     if folder is None:
         return False
     path = (folder / LOCK_FILE).resolve()
     if path in _HELD:
-        return True
+        return False
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:

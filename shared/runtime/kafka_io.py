@@ -153,9 +153,9 @@ def _not_text_reason(schema: RecordSchema) -> Column | None:
 
     def given_as_non_string(names: list[str]) -> Column:
         # A key: a quote not escaped, the name, a colon; a value opening as anything but
-        # a string or null (a number, true, false, an object or a list).
+        # a string or null (a number, NaN or Infinity, true, false, an object or a list).
         alternatives = "|".join(re.escape(n) for n in names)
-        return text.rlike(rf'(?<!\\)"({alternatives})"\s*:\s*[-0-9tf\[{{]')
+        return text.rlike(rf'(?<!\\)"({alternatives})"\s*:\s*[-0-9tfNI\[{{]')
 
     per_field = F.lit(None).cast(StringType())
     for name in reversed(names):
@@ -167,7 +167,8 @@ def _not_text_reason(schema: RecordSchema) -> Column | None:
     # such a text pay for it.
     suspect = reduce(operator.or_, [
         F.substring(F.col(f"_parsed.{name}"), 1, 1).isin(*_NON_STRING_OPENERS)
-        | F.col(f"_parsed.{name}").isin("true", "false") for name in names])
+        | F.col(f"_parsed.{name}").isin("true", "false", "NaN", "Infinity")
+        for name in names])
     return F.when(suspect & given_as_non_string(names), per_field)
 
 

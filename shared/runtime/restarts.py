@@ -46,17 +46,22 @@ class RestartBudget:
         self.policy, self.clock = policy, clock
         self.failures: deque[float] = deque()  # times of the failures within the window
         self.restarts = 0  # over the whole run
+        self.without_progress = 0  # failures in a row with no batch committed between
 
-    def failed(self) -> float | None:
-        """Note a failure now: the pause before restarting, or None to stop."""
+    def failed(self, progressed: bool = True) -> float | None:
+        """Note a failure now: the pause before restarting, or None to stop.
+        ``progressed``: whether a batch committed since the last start. Failures slower
+        than the window allows (a batch cancelled after its timeout, every time) never
+        fill the window: as many in a row without a commit stop the app too."""
         now = self.clock()
         self.failures.append(now)
         while self.failures and self.failures[0] <= now - self.policy.window_s:
             self.failures.popleft()
-        if len(self.failures) >= self.policy.max_failures:
+        self.without_progress = 1 if progressed else self.without_progress + 1
+        if max(len(self.failures), self.without_progress) >= self.policy.max_failures:
             return None
         self.restarts += 1
-        doubled = self.policy.backoff_s * 2 ** (len(self.failures) - 1)
+        doubled = self.policy.backoff_s * 2 ** min(len(self.failures) - 1, 30)
         return min(doubled, self.policy.max_backoff_s)
 
 
@@ -75,6 +80,9 @@ class RestartsExhausted(RuntimeError):
 # "package.module.SomeError: message", the last line of a Python traceback.
 _PYTHON_ERROR = re.compile(r"^(?:[a-z_][\w]*\.)+[A-Z]\w*: \S")
 _WRAPPERS = ("py4j.", "pyspark.", "java.", "javax.", "org.apache.", "scala.")
+# Also builtins: "ValueError: ...", "KafkaException: ...".
+_ANY_PYTHON_ERROR = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)"
+                               r"\b.*?: \S")
 
 
 def cause_summary(error: BaseException) -> str:
@@ -87,6 +95,12 @@ def cause_summary(error: BaseException) -> str:
     # A failed task: Spark says which and why on one line.
     failed_task = next((line.partition("most recent failure:")[2].strip() for line in lines
                         if "most recent failure:" in line), "")
+    if failed_task.endswith("Traceback (most recent call last):"):
+        # A Python error in the task: its traceback's last line names it.
+        raised = [line for line in lines if _ANY_PYTHON_ERROR.match(line)
+                  and not line.startswith(_WRAPPERS)]
+        if raised:
+            failed_task = f"{failed_task.partition(':')[0]}: {raised[-1]}"
     if failed_task:
         return failed_task[:300]
     # An error raised in Python (the foreachBatch function): the traceback's last line.

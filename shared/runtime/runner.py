@@ -212,11 +212,12 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     checkpoint, ``CheckpointDamaged`` on a damaged one, ``OutputMismatch`` on a new one
     whose app has written output before. The checkpoint's lock is held until ``stop``."""
     checkpoint = checkpoint_path(app, settings)
-    lock_checkpoint(checkpoint, app.name)
+    took_lock = lock_checkpoint(checkpoint, app.name)
     try:
         return _start(spark, app, settings, checkpoint, available_now, faults, restore)
     except BaseException:
-        unlock_checkpoint(checkpoint)
+        if took_lock:  # not the lock of a query of this process still running on it
+            unlock_checkpoint(checkpoint)
         raise
 
 
@@ -326,10 +327,11 @@ def run_until_stopped(running: RunningApp, stop_requested: threading.Event | Non
         raise RuntimeError(f"query {running.query.name} failed") from error
 
 
-def has_committed(spark: SparkSession, checkpoint: str) -> bool:
-    """Whether the checkpoint's commit log holds a batch (its state is in the checkpoint)."""
+def newest_commit(spark: SparkSession, checkpoint: str) -> int:
+    """The newest batch in the checkpoint's commit log (its state is in the checkpoint),
+    -1 when none is."""
     commits = HadoopFiles(spark, checkpoint).listing("commits") or {}
-    return any(name.isdigit() for name in commits)
+    return max((int(name) for name in commits if name.isdigit()), default=-1)
 
 
 def note_restart(app: AppDefinition, settings: PlatformSettings, failure: BaseException,

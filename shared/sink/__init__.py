@@ -212,7 +212,7 @@ class ExactlyOnceKafkaSink:
         past its timeout) would stall the query forever: past ``batch_timeout_s`` the
         batch's jobs are cancelled (their Python workers killed), the query fails, and the
         restart strategy replays the batch with new writers."""
-        if not self.batch_timeout_s:
+        if self.batch_timeout_s <= 0:
             return stats.collect()
         context = stats.sparkSession.sparkContext
         tag = f"statewise-sink.{self.config.sink_id}.batch-{batch_id}"

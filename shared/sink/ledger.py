@@ -23,7 +23,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from shared.runtime.checkpoint import read_text, write_text
+from shared.runtime.checkpoint import read_text, replace_file, write_text
 from shared.runtime.checkpoint_files import HadoopFiles
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,11 @@ class SinkLedger:
         planned = [int(name) for name in (HadoopFiles(spark, checkpoint).listing("offsets") or {})
                    if name.isdigit()]
         self.newest_planned_before = max(planned, default=-1)
-        self.known_writers = _known_writers(read_text(spark, f"{self._root}/{WRITERS_FILE}"))
+        path = f"{self._root}/{WRITERS_FILE}"
+        # A crash between removing the old file and moving the new one in leaves ".new".
+        text = read_text(spark, path)
+        self.known_writers = _known_writers(text if text is not None
+                                            else read_text(spark, f"{path}.new"))
 
     def identity(self, batch_id: int) -> BatchIdentity:
         entry = read_text(self._spark, f"{self._root}/offsets/{batch_id}")
@@ -68,8 +72,9 @@ class SinkLedger:
         if set(writers) <= self.known_writers:
             return
         self.known_writers = self.known_writers | set(writers)
-        write_text(self._spark, f"{self._root}/{WRITERS_FILE}",
-                   json.dumps({"writers": sorted(self.known_writers)}))
+        path = f"{self._root}/{WRITERS_FILE}"
+        write_text(self._spark, f"{path}.new", json.dumps({"writers": sorted(self.known_writers)}))
+        replace_file(self._spark, f"{path}.new", path)
 
 
 def _known_writers(text: str | None) -> frozenset[int]:

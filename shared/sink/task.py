@@ -268,6 +268,9 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
         writer.producer.commit_transaction(60)
     except KafkaException as error:
         _fail(writer, error, cache)
+        # Whatever the error, its producer may be stuck mid-commit and its marker stale:
+        # a retry or a restart in this worker starts a new writer, which fences it.
+        cache.drop(writer)
         raise
     writer.committed = marker
     txn_ms = (time.monotonic() - began) * 1000

@@ -93,6 +93,9 @@ def soak(app: AppDefinition, settings, minutes: float, rate: float, seed: int,
         _one_run(app, settings, rng, report, log_dir / f"run-{attempt}.log", deadline)
         attempt += 1
     producer.join()
+    if producer.failure is not None:
+        raise RuntimeError(f"the soak's producer failed: {producer.failure}") from \
+            producer.failure
     finished = catch_up(app.name, settings)
     if finished.returncode != 0:
         raise RuntimeError(f"{app.name}'s catch-up run failed ({finished.returncode}): "
@@ -112,20 +115,27 @@ def _one_run(app: AppDefinition, settings, rng: random.Random, report: SoakRepor
                                    env=settings_env(settings), stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
+            waited_until = time.monotonic() + 300
             while committed_batches(settings, app.name) <= before:
                 if process.poll() is not None:
                     raise RuntimeError(f"{app.name} exited by itself; see {log}")
+                if time.monotonic() > waited_until:
+                    raise TimeoutError(f"{app.name} committed no batch in 300 s; see {log}")
                 time.sleep(0.2)
             report.longest_stall_s = max(report.longest_stall_s, time.monotonic() - fault_at)
             time.sleep(min(rng.uniform(2, 20), max(deadline - time.monotonic(), 0)))
         finally:
-            if rng.random() < 0.5:
+            if process.poll() is None and rng.random() < 0.5:
                 kill_tree(process.pid)
                 report.faults["kill"] += 1
-            else:
+            elif process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 report.faults["stop"] += 1
-            process.wait(timeout=180)
+            try:
+                process.wait(timeout=180)
+            except subprocess.TimeoutExpired:
+                kill_tree(process.pid)  # a stop that hangs is a stall: the next run says
+                process.wait()
 
 
 class _Producer(threading.Thread):

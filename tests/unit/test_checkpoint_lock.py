@@ -39,7 +39,7 @@ def test_a_second_process_is_refused_and_a_killed_holder_frees_the_lock(tmp_path
         first.kill()
         first.wait()
     assert lock_checkpoint(str(checkpoint), "fraud")  # SIGKILL: the kernel let it go
-    assert lock_checkpoint(str(checkpoint), "fraud")  # held already by this process
+    assert not lock_checkpoint(str(checkpoint), "fraud")  # held already by this process
     unlock_checkpoint(str(checkpoint))
     second = holder(checkpoint)  # released: another process takes it
     second.kill()

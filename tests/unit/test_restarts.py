@@ -93,3 +93,28 @@ def test_the_report_prefers_the_failed_task_then_the_error_python_raised():
         "shared.sink.BatchTimedOut: batch 2 ran longer than 30 s: cancelled")
     assert cause_summary(raised) == "shared.sink.BatchTimedOut: batch 2 ran longer than 30 s: " \
                                     "cancelled"
+
+
+def test_failures_slower_than_the_window_stop_the_app_when_no_batch_commits():
+    """A batch cancelled after its timeout (300 s) each time never puts ten failures in a
+    600 s window: failures in a row without a commit count too."""
+    clock = Clock()
+    budget = RestartBudget(RestartPolicy(max_failures=3, window_s=600, backoff_s=1,
+                                         max_backoff_s=60), clock)
+    pauses = []
+    for _ in range(3):
+        pauses.append(budget.failed(progressed=False))
+        clock.now += 400
+    assert pauses == [1, 2, None]  # two in the window at the second
+    assert budget.failed(progressed=True) is not None  # a commit since: counted afresh
+
+
+def test_a_python_error_in_a_task_is_named_by_its_traceback():
+    task = CapturedFromSpark(
+        "Job aborted due to stage failure: most recent failure: Lost task 2.0 in stage 9.0 "
+        "(TID 31): org.apache.spark.api.python.PythonException: Traceback (most recent call "
+        "last):\n  File \"task.py\", line 250, in write\n"
+        "cimpl.KafkaException: KafkaError{code=_TIMED_OUT,val=-185,str=\"commit timed out\"}")
+    assert cause_summary(task) == (
+        "Lost task 2.0 in stage 9.0 (TID 31): cimpl.KafkaException: KafkaError{code=_TIMED_OUT,"
+        "val=-185,str=\"commit timed out\"}")
