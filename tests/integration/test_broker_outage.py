@@ -3,7 +3,7 @@ arriving: the app rides the outage out (its query waits, or fails and is restart
 the restart strategy) and its read_committed output equals the canary oracle, none
 twice, none missing.
 
-The outage lasts STATEWISE_TEST_OUTAGE_S seconds (20 in the suite; the closing note of
+The outage lasts STATEWISE_TEST_OUTAGE_S seconds (10 in the suite; the closing note of
 issue 15 records a run at 60)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from shared.testing.canary_runs import (
 from shared.testing.kafka_tools import send_json
 
 pytestmark = pytest.mark.integration
-OUTAGE_S = float(os.environ.get("STATEWISE_TEST_OUTAGE_S", "20"))
+OUTAGE_S = float(os.environ.get("STATEWISE_TEST_OUTAGE_S", "10"))
 
 
 @pytest.fixture()
@@ -74,7 +74,7 @@ def test_a_broker_killed_and_restarted_is_ridden_out(own_broker, platform_settin
             [sys.executable, "-m", "shared.testing.canary"],
             env=settings_env(settings, STATEWISE_TRIGGER_INTERVAL="1 second",
                              STATEWISE_RESTART_BACKOFF_S="2",
-                             STATEWISE_BATCH_TIMEOUT_S="30"),
+                             STATEWISE_BATCH_TIMEOUT_S="20"),
             stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         _wait_for(lambda: len(committed_outputs(settings)) >= len(before), 180,
