@@ -143,7 +143,9 @@ def test_builder_in_batch_mode_equals_the_oracle(spark, request):
 def test_realtime_mode_bars_equal_the_oracle(kafka_settings, create_topics, tmp_path):
     create_topics(TRADING.all())
     prefix, bootstrap = kafka_settings.topic_prefix, kafka_settings.bootstrap_servers
-    records = feed(4_000, int(time.time() * 1000))
+    # 10 s of event time, sent at once: dated before the sending, as a record dated more
+    # than half the lateness (1 s) past its Kafka timestamp is a dead letter.
+    records = feed(4_000, int(time.time() * 1000) - 15_000)
     log_path = tmp_path / "realtime.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
