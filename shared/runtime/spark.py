@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 JARS_DIR = REPO_ROOT / ".cache" / "jars"
 LOG4J_CONFIG = REPO_ROOT / "deploy" / "spark" / "log4j2.properties"
 # The JVM leaves a method of over 8,000 bytes of bytecode to its interpreter. A stage's
-# generated projection passes that with a wide record and its gate (the parse and gate of
-# fraud: 9,584 bytes, and a drain of 1M records took 4.3 s instead of 2.1 s without the
+# generated projection passes that with a wide record and its gate (one app's parse and
+# gate: 9,584 bytes, and a drain of 1M records took 4.3 s instead of 2.1 s without the
 # string-field check that pushed it over): compile it anyway.
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 ROCKSDB_PROVIDER = (

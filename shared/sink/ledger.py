@@ -98,10 +98,9 @@ def earlier_writers(admin, app: str, marker_topic: str, timeout_s: float = 30.0)
     prefix = f"statewise-sink.{app}."
     groups = [g.group_id for g in admin.list_consumer_groups().result(timeout_s).valid
               if g.group_id.startswith(prefix) and g.group_id.endswith(".marker")]
-    committed = []
-    for group in sorted(groups):
-        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(marker_topic, 0)])]
-        (future,) = admin.list_consumer_group_offsets(request).values()
-        if any(tp.offset >= 0 for tp in future.result(timeout_s).topic_partitions):
-            committed.append(group)
-    return committed
+    # One group per request (the admin API's limit), all sent before any answer is read.
+    asked = {group: next(iter(admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(marker_topic, 0)])]).values()))
+        for group in sorted(groups)}
+    return [group for group, future in asked.items()
+            if any(tp.offset >= 0 for tp in future.result(timeout_s).topic_partitions)]
