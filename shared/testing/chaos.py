@@ -49,11 +49,11 @@ def last_batch_watermark_ms(settings: PlatformSettings, app: str) -> int:
     return int(json.loads(newest.read_text().splitlines()[1])["batchWatermarkMs"])
 
 
-def _command(app: str, *flags: str) -> list[str]:
+def run_command(app: str, *flags: str) -> list[str]:
     return [sys.executable, "-m", "shared.cli.main", "run", app, *flags]
 
 
-def _wait_for_new_batch(process: subprocess.Popen, settings: PlatformSettings, app: str,
+def wait_for_new_batch(process: subprocess.Popen, settings: PlatformSettings, app: str,
                         committed_before: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while committed_batches(settings, app) <= committed_before:
@@ -74,10 +74,10 @@ def kill_and_restart(app: str, settings: PlatformSettings, *, kills: int, rng: r
         with open(f"{log_dir}/run-{attempt}.log", "w") as log:
             started = time.monotonic()
             before = committed_batches(settings, app)
-            process = subprocess.Popen(_command(app), env=environment, stdout=log,
+            process = subprocess.Popen(run_command(app), env=environment, stdout=log,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             try:
-                _wait_for_new_batch(process, settings, app, before, timeout_s=240)
+                wait_for_new_batch(process, settings, app, before, timeout_s=240)
                 time.sleep(rng.uniform(*extra_uptime_s))
             finally:
                 kill(process)
@@ -97,7 +97,7 @@ def kill(process: subprocess.Popen) -> None:
 
 def catch_up(app: str, settings: PlatformSettings, **env: str) -> subprocess.CompletedProcess:
     """Run ``app`` with ``--available-now``: process everything in Kafka, then exit."""
-    return subprocess.run(_command(app, "--available-now"), env=settings_env(settings, **env),
+    return subprocess.run(run_command(app, "--available-now"), env=settings_env(settings, **env),
                           capture_output=True, text=True, timeout=600, check=False)
 
 

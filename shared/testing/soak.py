@@ -23,7 +23,6 @@ import dataclasses
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -35,7 +34,12 @@ from shared.app.definition import AppDefinition
 from shared.ops.processes import kill_tree
 from shared.testing.app_writes import read_topic, written
 from shared.testing.canary_runs import settings_env
-from shared.testing.chaos import catch_up, committed_batches
+from shared.testing.chaos import (
+    catch_up,
+    committed_batches,
+    run_command,
+    wait_for_new_batch,
+)
 from shared.testing.contract_input import app_stream
 from shared.testing.contract_runs import checkpoint, create_app_topics, interleaved
 from shared.testing.replay import replay
@@ -111,17 +115,11 @@ def _one_run(app: AppDefinition, settings, rng: random.Random, report: SoakRepor
     fault_at = time.monotonic()
     before = committed_batches(settings, app.name)
     with open(log, "w") as out:
-        process = subprocess.Popen([sys.executable, "-m", "shared.cli.main", "run", app.name],
-                                   env=settings_env(settings), stdout=out,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(run_command(app.name), env=settings_env(settings),
+                                   stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
         try:
-            waited_until = time.monotonic() + 300
-            while committed_batches(settings, app.name) <= before:
-                if process.poll() is not None:
-                    raise RuntimeError(f"{app.name} exited by itself; see {log}")
-                if time.monotonic() > waited_until:
-                    raise TimeoutError(f"{app.name} committed no batch in 300 s; see {log}")
-                time.sleep(0.2)
+            wait_for_new_batch(process, settings, app.name, before, timeout_s=300)
             report.longest_stall_s = max(report.longest_stall_s, time.monotonic() - fault_at)
             time.sleep(min(rng.uniform(2, 20), max(deadline - time.monotonic(), 0)))
         finally:
