@@ -77,6 +77,11 @@ class PlatformSettings:
     topic_prefix: str = setting(
         "", "STATEWISE_TOPIC_PREFIX",
         "prefix added to every topic name (isolates tests, tenants or environments)")
+    allow_fewer_replicas: bool = setting(
+        False, "STATEWISE_ALLOW_FEWER_REPLICAS",
+        "create a missing topic even when fewer brokers are alive than its spec's "
+        "replication factor, with one replica per live broker (min ISR no higher): for a "
+        "single local broker. Without it such a creation is refused, naming the topics")
     spark_master: str = setting(
         "local[2]", "STATEWISE_SPARK_MASTER",
         "Spark master URL: local[N] or a cluster master such as spark://host:7077")

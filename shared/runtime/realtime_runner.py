@@ -202,7 +202,8 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
     from shared.runtime.metrics import register_metrics_listener
 
     settings = with_enough_slots(settings, required_task_slots(rt, settings))
-    provision(kafka_clients.admin_client(settings), rt.app.topics.all(), settings.topic_prefix)
+    provision(kafka_clients.admin_client(settings), rt.app.topics.all(), settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
     spark = realtime_spark(settings, f"statewise-{rt.app.name}-realtime")
     session = realtime_session(spark, rt, settings)
     register_metrics_listener(session, settings.metrics_dir)
