@@ -247,6 +247,7 @@ def _input_end_offsets(apps: list[AppDefinition], kafka: kafka_clients.KafkaConn
 def _spark(apps: list[AppDefinition], settings: dict):
     """One local Spark for every app (their settings agree on everything Spark reads),
     its Python workers started ahead of the first batch with every app's modules."""
+    from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
@@ -259,7 +260,7 @@ def _spark(apps: list[AppDefinition], settings: dict):
         # 2 cores) would drown the outputs the demo is for.
         spark.sparkContext.setLogLevel("ERROR")
     start_python_workers(spark)
-    register_metrics_listener(spark, first.metrics_dir)
+    register_metrics_listener(spark, first.metrics_dir, rotation=Rotation.of(first))
     return spark
 
 

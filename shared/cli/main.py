@@ -199,9 +199,10 @@ def _require_broker(settings: PlatformSettings) -> None:
 
 
 def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
+    from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
 
-    register_metrics_listener(spark, settings.metrics_dir)
+    register_metrics_listener(spark, settings.metrics_dir, rotation=Rotation.of(settings))
 
 
 def _broker_main(argv: Sequence[str]) -> int:
