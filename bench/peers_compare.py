@@ -84,8 +84,9 @@ def measure(case: Case, spark, settings, bootstrap: str, work: Path, options: Op
     topic = spec.qualified(settings.topic_prefix)
     checkpoints = Path(settings.checkpoint_dir)
     admin = admin_client(bootstrap)
-    provision(admin, (case.output,), NATIVE_PREFIX)
-    provision(admin, (case.output,), QUIX_PREFIX)
+    fewer = settings.allow_fewer_replicas  # the private broker is one node (bench_settings)
+    provision(admin, (case.output,), NATIVE_PREFIX, allow_fewer_replicas=fewer)
+    provision(admin, (case.output,), QUIX_PREFIX, allow_fewer_replicas=fewer)
     native_out, quix_out = case.output.qualified(NATIVE_PREFIX), case.output.qualified(QUIX_PREFIX)
     entry: dict = {"topic": topic, "preloaded": topic_end(bootstrap, topic),
                    "population": list(case.bench.population), "contenders": {}}
@@ -108,7 +109,7 @@ def measure(case: Case, spark, settings, bootstrap: str, work: Path, options: Op
     done("quix", {**quix, "outputs": tally(bootstrap, quix_out, case.peer_output)})
     if case.pyflink_args is not None and options.pyflink:
         flink_out = case.output.qualified(FLINK_PREFIX)
-        provision(admin, (case.output,), FLINK_PREFIX)
+        provision(admin, (case.output,), FLINK_PREFIX, allow_fewer_replicas=fewer)
         flink = run_pyflink(bootstrap, topic, flink_out, entry["preloaded"],
                             case.pyflink_args(settings), work / "pyflink" / app.name)
         done("pyflink", {**flink, "outputs": tally(bootstrap, flink_out, case.peer_output)})

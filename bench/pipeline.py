@@ -198,7 +198,9 @@ def bench_settings(bench: AppBench, bootstrap: str, work: Path, batch: int):
         checkpoint_dir=str(work / "checkpoints"), metrics_dir=work / "metrics",
         max_offsets_per_trigger=batch, quality_interval_s=0,
         # Drains of one preloaded topic on new checkpoints, each on purpose.
-        allow_new_checkpoint=True, **bench.settings_overrides)
+        allow_new_checkpoint=True,
+        allow_fewer_replicas=True,  # the private broker is one node (stack.private_broker)
+        **bench.settings_overrides)
 
 
 def preload(bench: AppBench, settings, records: int) -> None:
@@ -238,7 +240,8 @@ def live(bench: AppBench, spark, settings, rate: int, seconds: int, work: Path,
     prefix = live_settings.topic_prefix
     seen_file = work / f"outputs-seen-{tag}.jsonl"
     # Topics first, empty: a record sent only to create them would move the watermark.
-    provision(admin_client(settings), bench.app.topics.all(), prefix)
+    provision(admin_client(settings), bench.app.topics.all(), prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
     running = start(spark, bench.app, live_settings)
     while running.query.lastProgress is None:  # Python workers up, first batch done
         time.sleep(0.5)

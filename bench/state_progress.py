@@ -24,7 +24,8 @@ def epoch_s(iso: str) -> float:
 
 
 def events(path: Path) -> list[dict]:
-    return read_metrics(path) if path.exists() else []
+    # With the rotated files: a recovery's timeline may start in one the app rotated since.
+    return read_metrics(path, with_rotated=True)
 
 
 def progress_of(records: list[dict], since_s: float = 0.0) -> list[dict]:

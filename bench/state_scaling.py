@@ -80,12 +80,15 @@ def measure_point(app: AppDefinition, keys: int, bootstrap: str, reader) -> dict
         bootstrap_servers=bootstrap, topic_prefix=f"state.{app.name}.{keys}.",
         checkpoint_dir=str(work / "checkpoints"), metrics_dir=work / "metrics",
         max_offsets_per_trigger=DRAIN_BATCH, quality_interval_s=0,
-        trigger_interval="1 second", allow_new_checkpoint=True, **app_overrides(pop))
+        trigger_interval="1 second", allow_new_checkpoint=True,
+        allow_fewer_replicas=True,  # the private broker is one node
+        **app_overrides(pop))
     topic = app.input_topic.qualified(settings.topic_prefix)
     metrics = metrics_path(settings.metrics_dir, app.name)
     env = settings_env(settings, SPARK_LOCAL_DIRS=str(work / "spark-local"))
     point: dict = {"app": app.name, "target_keys": keys, "population": asdict(pop)}
-    provision(admin_client(settings), app.topics.all(), settings.topic_prefix)
+    provision(admin_client(settings), app.topics.all(), settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
     feed = StreamFeed(pop, _stream_start_ms(pop))
     _say(f"{app.name} {keys:,}: preloading {pop.preload:,} records ({pop.flags[:2]})")
     point["preload_send_s"] = _timed(lambda: feed.send(bootstrap, topic, pop.preload))

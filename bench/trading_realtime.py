@@ -69,6 +69,7 @@ def run(options: Options) -> dict:
             bootstrap_servers=bootstrap, topic_prefix="bench.", metrics_dir=work / "metrics",
             checkpoint_dir=str(work / "checkpoints"), quality_interval_s=0,
             max_offsets_per_trigger=250_000, allow_new_checkpoint=True,
+            allow_fewer_replicas=True,  # the private broker is one node
             session_open_utc="00:00", session_close_utc="24:00",
             realtime_state_partitions=options.state_partitions,
             realtime_checkpoint_interval=options.checkpoint_interval)
@@ -145,7 +146,8 @@ def drain_micro_batch(spark, settings: TradingSettings, total: int) -> dict:
 def live(spark, settings: TradingSettings, trigger: dict | None, rate: int, seconds: int,
          work: Path) -> dict:
     """Latency at ``rate`` for ``seconds``, after WARMUP_S of the same traffic."""
-    provision(admin_client(settings), TRADING.all(), settings.topic_prefix)
+    provision(admin_client(settings), TRADING.all(), settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
     running = start_realtime(spark, TRADING_REALTIME, settings, trigger=trigger)
     time.sleep(15)  # planning and the first batch's start
     out = work / f"latency-{settings.topic_prefix.strip('.')}.json"

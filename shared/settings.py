@@ -77,6 +77,11 @@ class PlatformSettings:
     topic_prefix: str = setting(
         "", "STATEWISE_TOPIC_PREFIX",
         "prefix added to every topic name (isolates tests, tenants or environments)")
+    allow_fewer_replicas: bool = setting(
+        False, "STATEWISE_ALLOW_FEWER_REPLICAS",
+        "create a missing topic even when fewer brokers are alive than its spec's "
+        "replication factor, with one replica per live broker (min ISR no higher): for a "
+        "single local broker. Without it such a creation is refused, naming the topics")
     spark_master: str = setting(
         "local[2]", "STATEWISE_SPARK_MASTER",
         "Spark master URL: local[N] or a cluster master such as spark://host:7077")
@@ -92,6 +97,18 @@ class PlatformSettings:
     metrics_dir: Path = setting(
         REPO_ROOT / "var" / "metrics", "STATEWISE_METRICS_DIR",
         "folder for per-batch metrics as JSON lines")
+    # A file per query, plus <app>.state.jsonl and <app>.restarts.jsonl. A progress line is
+    # about 3 kB (3.4 kB measured in a soak), so a query busy on a 1 s trigger writes about
+    # 300 MB a day: 50 MB and 3 kept hold the last half day or so of it.
+    metrics_max_bytes: int = setting(
+        50_000_000, "STATEWISE_METRICS_MAX_BYTES",
+        "size past which a metrics file (<name>.jsonl) is renamed <name>.jsonl.1 (the "
+        "older ones moved up to .2, ...) and a new one started; 0 = never rotate",
+        convert=AtLeast(0))
+    metrics_keep: int = setting(
+        3, "STATEWISE_METRICS_KEEP",
+        "rotated files kept per metrics file (<name>.jsonl.1 the newest); older ones are "
+        "deleted. At least 1", convert=AtLeast(1))
     trigger_interval: str = setting(
         "1 second", "STATEWISE_TRIGGER_INTERVAL", "micro-batch trigger interval")
     max_offsets_per_trigger: int = setting(

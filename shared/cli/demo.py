@@ -4,7 +4,9 @@
    that --bootstrap-servers names (then it neither starts nor stops a broker; the
    environment's security settings, STATEWISE_KAFKA_*, apply to it, never to the
    local broker, which is plain text);
-2. creates the apps' topics (prefix ``demo.``);
+2. creates the apps' topics (prefix ``demo.``): on the local broker, one node, with one
+   replica each; on a given Kafka, with their specs' replicas unless the environment
+   allows fewer (STATEWISE_ALLOW_FEWER_REPLICAS);
 3. produces each app's demo input live (event time from now) with bad and late records;
 4. starts the apps' streaming queries in one local Spark (checkpoints under --work-dir,
    one folder per Kafka cluster: stop and rerun the demo and it resumes where it
@@ -82,7 +84,8 @@ def _parser(apps: list[AppDefinition], shown_name: str) -> argparse.ArgumentPars
     parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", default=None,
                         help="use this Kafka instead of the local broker, which is then "
                              "neither started nor stopped (with the security settings of "
-                             "the environment, STATEWISE_KAFKA_*)")
+                             "the environment, STATEWISE_KAFKA_*, and its "
+                             "STATEWISE_ALLOW_FEWER_REPLICAS)")
     parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / "var" / "demo",
                         help="where the demo keeps its checkpoints and metrics")
     parser.add_argument("--keep-broker", action="store_true",
@@ -112,9 +115,13 @@ def demo_settings(app: AppDefinition, bootstrap_servers: str, cluster_id: str,
 
 def on_demo_kafka(settings, bootstrap_servers: str, args: argparse.Namespace):
     """``settings`` on the demo's Kafka: one --bootstrap-servers named, with the security
-    settings ``settings`` hold (the environment's); the local broker, plain text, with none."""
+    settings and the replica policy ``settings`` hold (the environment's); the local
+    broker, plain text, with no security, and fewer replicas allowed: it is one node."""
     settings = dataclasses.replace(settings, bootstrap_servers=bootstrap_servers)
-    return settings if args.bootstrap_servers else kafka_clients.without_security(settings)
+    if args.bootstrap_servers:
+        return settings
+    return dataclasses.replace(kafka_clients.without_security(settings),
+                               allow_fewer_replicas=True)
 
 
 def _run_demo(apps: list[AppDefinition], args: argparse.Namespace) -> int:
@@ -139,9 +146,9 @@ def _run_apps(apps: list[AppDefinition], args: argparse.Namespace,
     spark = None
     several = len(apps) > 1
     try:
-        kafka = kafka_clients.connection(
-            on_demo_kafka(from_env(PlatformSettings), bootstrap_servers, args))
-        cluster_id = _provision(apps, kafka)
+        platform = on_demo_kafka(from_env(PlatformSettings), bootstrap_servers, args)
+        kafka = kafka_clients.connection(platform)
+        cluster_id = _provision(apps, kafka, platform.allow_fewer_replicas)
         # A new checkpoint reads from here: what this demo produces, not the input of
         # earlier demos on the same Kafka, and none of it lost to Spark's start.
         offsets = _input_end_offsets(apps, kafka)
@@ -205,13 +212,15 @@ def _kafka(args: argparse.Namespace) -> Iterator[str]:
             say("Kafka stopped")
 
 
-def _provision(apps: list[AppDefinition], kafka: kafka_clients.KafkaConnection) -> str:
+def _provision(apps: list[AppDefinition], kafka: kafka_clients.KafkaConnection,
+               allow_fewer_replicas: bool) -> str:
     """Creates the apps' topics; returns the cluster's id."""
     from shared.ops.topics import provision
 
     admin = kafka_clients.admin_client(kafka)
     for app in apps:
-        provision(admin, app.topics.all(), DEMO_PREFIX)
+        provision(admin, app.topics.all(), DEMO_PREFIX,
+                  allow_fewer_replicas=allow_fewer_replicas)
     return admin.list_topics(timeout=30).cluster_id or "unknown-cluster"
 
 
@@ -238,6 +247,7 @@ def _input_end_offsets(apps: list[AppDefinition], kafka: kafka_clients.KafkaConn
 def _spark(apps: list[AppDefinition], settings: dict):
     """One local Spark for every app (their settings agree on everything Spark reads),
     its Python workers started ahead of the first batch with every app's modules."""
+    from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
@@ -250,7 +260,7 @@ def _spark(apps: list[AppDefinition], settings: dict):
         # 2 cores) would drown the outputs the demo is for.
         spark.sparkContext.setLogLevel("ERROR")
     start_python_workers(spark)
-    register_metrics_listener(spark, first.metrics_dir)
+    register_metrics_listener(spark, first.metrics_dir, rotation=Rotation.of(first))
     return spark
 
 

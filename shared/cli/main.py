@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
-from shared.ops.topics import BrokerUnreachable
+from shared.ops.topics import BrokerUnreachable, TooFewBrokers
 from shared.runtime import kafka_clients
 from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
 from shared.runtime.checkpoint_lock import CheckpointInUse
@@ -112,7 +112,8 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
 
-    provision(kafka_clients.admin_client(settings), app.topics.all(), settings.topic_prefix)
+    provision(kafka_clients.admin_client(settings), app.topics.all(), settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
     # The Python workers start while the driver plans the query, forked from a daemon
     # that has imported the app's modules (docs/operations.md, "Restart time").
     spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
@@ -198,9 +199,10 @@ def _require_broker(settings: PlatformSettings) -> None:
 
 
 def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
+    from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
 
-    register_metrics_listener(spark, settings.metrics_dir)
+    register_metrics_listener(spark, settings.metrics_dir, rotation=Rotation.of(settings))
 
 
 def _broker_main(argv: Sequence[str]) -> int:
@@ -216,6 +218,10 @@ def _broker_main(argv: Sequence[str]) -> int:
         print(f"starting Kafka (KRaft) on {broker.config.bootstrap_servers} ...", flush=True)
         broker.start()
         print(f"Kafka is up on {broker.config.bootstrap_servers}; data in {broker.home}")
+        # Topic specs ask for 3 replicas: creating them on this one broker is refused
+        # unless allowed, on purpose (shared/ops/topics.py).
+        print("one broker: export STATEWISE_ALLOW_FEWER_REPLICAS=true before the commands "
+              "that create topics (run, topics, control, produce)")
     elif args.action == "down":
         print("Kafka stopped" if broker.stop() else "Kafka was not running")
     else:
@@ -238,7 +244,8 @@ def _topics_main(argv: Sequence[str]) -> int:
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
     specs = [s for name, a in apps.items() if args.app in (None, name) for s in a.topics.all()]
-    created = provision(kafka_clients.admin_client(settings), specs, settings.topic_prefix)
+    created = provision(kafka_clients.admin_client(settings), specs, settings.topic_prefix,
+                        allow_fewer_replicas=settings.allow_fewer_replicas)
     for spec in specs:
         name = spec.qualified(settings.topic_prefix)
         print(f"{'created' if name in created else 'exists '} {name} "
@@ -271,7 +278,8 @@ def _control_main(argv: Sequence[str]) -> int:
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
     spec = apps[args.app].topics.control
-    provision(kafka_clients.admin_client(settings), [spec], settings.topic_prefix)
+    provision(kafka_clients.admin_client(settings), [spec], settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
     version = args.version if args.version is not None else int(time.time() * 1000)
     record = {"param": args.param, "value": args.value, "version": version}
     send_all(kafka_clients.tuned_producer(settings),
@@ -438,6 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokerUnreachable as error:
         print(f"statewise: {error}; {START_A_BROKER}", file=sys.stderr)
+        return 1
+    except TooFewBrokers as error:
+        print(f"statewise: {error}", file=sys.stderr)
         return 1
     except (CheckpointDamaged, OutputMismatch, CheckpointInUse) as error:  # again on restart
         print(f"statewise: {error}", file=sys.stderr)

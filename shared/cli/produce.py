@@ -134,7 +134,8 @@ def _provision(app: AppDefinition, settings: PlatformSettings) -> str:
     from shared.runtime import kafka_clients
 
     admin = kafka_clients.admin_client(settings)
-    created = provision(admin, app.topics.all(), settings.topic_prefix)
+    created = provision(admin, app.topics.all(), settings.topic_prefix,
+                        allow_fewer_replicas=settings.allow_fewer_replicas)
     if created:
         print(f"created topics: {', '.join(created)}", file=sys.stderr)
     return app.input_topic.qualified(settings.topic_prefix)

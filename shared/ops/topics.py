@@ -1,17 +1,21 @@
 """Declarative topic specs, and provisioning a broker or a cluster from them.
 
 A :class:`TopicSpec` states what a production cluster should have (partitions,
-replication, min ISR, retention, cleanup policy). Provisioning clamps replication
-to the brokers that exist, so the same spec serves the single local broker and a
-three-broker cluster. Provisioning is idempotent: existing topics are checked, not
-recreated, and a partition count that differs from the spec is reported.
+replication, min ISR, retention, cleanup policy). Provisioning refuses to create a topic
+with fewer replicas than its spec asks for (:class:`TooFewBrokers`): a cluster with
+brokers down at that moment would otherwise keep topics of fewer replicas for good (Kafka
+adds replicas only through a partition reassignment). A single local broker says so on
+purpose (``allow_fewer_replicas``, the setting STATEWISE_ALLOW_FEWER_REPLICAS): its
+topics then get one replica per live broker, min ISR no higher. Provisioning is
+idempotent: existing topics are checked, not recreated, and a partition count that
+differs from the spec is reported.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
@@ -80,6 +84,9 @@ class TopicSpec:
         return f"{prefix}{self.name}"
 
     def broker_config(self, replication: int) -> dict[str, str]:
+        """The topic's configuration when created with ``replication`` replicas: min ISR
+        is never above them (a topic whose min ISR exceeds its replicas refuses every
+        acks=all write: the sink's transactions, the idempotent producers)."""
         config = {
             "cleanup.policy": self.cleanup_policy,
             "min.insync.replicas": str(min(self.min_insync_replicas, replication)),
@@ -92,6 +99,28 @@ class TopicSpec:
 
 class TopicMismatch(RuntimeError):
     """An existing topic differs from its spec in a way provisioning cannot fix."""
+
+
+class TooFewBrokers(RuntimeError):
+    """Topics to create ask for more replicas than there are live brokers, and fewer were
+    not allowed."""
+
+    def __init__(self, wanted: Mapping[str, int], live_brokers: Collection[int]) -> None:
+        alive = len(live_brokers)
+        factors = sorted(set(wanted.values()), reverse=True)
+        short = "; ".join(
+            f"{', '.join(sorted(n for n, f in wanted.items() if f == factor))} "
+            f"(replication factor {factor})" for factor in factors)
+        ids = ", ".join(str(b) for b in sorted(live_brokers)) or "none"
+        super().__init__(
+            f"refusing to create topics with fewer replicas than their specs ask for: "
+            f"{short}; {alive} broker{'' if alive == 1 else 's'} alive "
+            f"(id{'' if alive == 1 else 's'} {ids}). Start "
+            f"the missing brokers, or, on a single local broker, set "
+            f"STATEWISE_ALLOW_FEWER_REPLICAS=true (--allow-fewer-replicas true) to create "
+            f"them with {max(1, alive)} replica{'' if max(1, alive) == 1 else 's'}")
+        self.wanted = dict(wanted)
+        self.live_brokers = sorted(live_brokers)
 
 
 class BrokerUnreachable(ConnectionError):
@@ -130,11 +159,29 @@ def require_broker(where: KafkaTarget, timeout_s: float = BROKER_PROBE_TIMEOUT_S
                 raise BrokerUnreachable(kafka.bootstrap_servers, reason) from None
 
 
+def replication_factors(to_create: Mapping[str, TopicSpec], live_brokers: Collection[int],
+                        allow_fewer_replicas: bool) -> dict[str, int]:
+    """The replication factor each topic of ``to_create`` (keyed by its name on the broker)
+    is created with: its spec's. Raises :class:`TooFewBrokers`, naming them, when some ask
+    for more replicas than ``live_brokers`` has, unless ``allow_fewer_replicas``: then those
+    get one replica per live broker."""
+    alive = len(live_brokers)
+    short = {name: spec.replication_factor for name, spec in to_create.items()
+             if spec.replication_factor > alive}
+    if short and not allow_fewer_replicas:
+        raise TooFewBrokers(short, live_brokers)
+    return {name: min(spec.replication_factor, max(1, alive))
+            for name, spec in to_create.items()}
+
+
 def provision(admin: AdminClient, specs: Iterable[TopicSpec], prefix: str = "",
-              timeout_s: float = 30.0) -> list[str]:
-    """Create the topics that are missing; return the names created."""
+              timeout_s: float = 30.0, *, allow_fewer_replicas: bool = False) -> list[str]:
+    """Create the topics that are missing; return the names created. A topic whose spec
+    asks for more replicas than there are live brokers is refused (:class:`TooFewBrokers`,
+    before any is created) unless ``allow_fewer_replicas`` (see
+    :func:`replication_factors`). Topics that exist are not checked for their replicas: a
+    broker down for a while must not stop an app from starting."""
     metadata = admin.list_topics(timeout=timeout_s)
-    brokers = max(1, len(metadata.brokers))
     existing = metadata.topics
     wanted = {spec.qualified(prefix): spec for spec in specs}
     for name, spec in wanted.items():
@@ -150,11 +197,12 @@ def provision(admin: AdminClient, specs: Iterable[TopicSpec], prefix: str = "",
             # that now land on another partition change no result (docs/operations.md).
             log.info("%s has %d partitions, more than the spec's %d: kept", name, have,
                      spec.partitions)
+    missing = {name: spec for name, spec in wanted.items() if name not in existing}
+    replicas = replication_factors(missing, list(metadata.brokers), allow_fewer_replicas)
     to_create = [
-        NewTopic(name, num_partitions=spec.partitions,
-                 replication_factor=min(spec.replication_factor, brokers),
-                 config=spec.broker_config(min(spec.replication_factor, brokers)))
-        for name, spec in wanted.items() if name not in existing
+        NewTopic(name, num_partitions=spec.partitions, replication_factor=replicas[name],
+                 config=spec.broker_config(replicas[name]))
+        for name, spec in missing.items()
     ]
     created = []
     for name, future in (admin.create_topics(to_create) if to_create else {}).items():

@@ -5,7 +5,8 @@ appends the query's progress (durations, rates, watermark, state operators with 
 RocksDB metrics, sources with their offsets and Kafka lag, the sink) to
 ``<metrics_dir>/<query name or id>.jsonl``, and it records query start, idle and
 termination as lines with an ``event`` field. Field names are Spark's own (those of
-``StreamingQueryProgress.json``), so Spark's documentation explains them.
+``StreamingQueryProgress.json``), so Spark's documentation explains them. Files rotate by
+size as the settings say (shared/runtime/json_lines.py).
 
 A listener runs on Spark's listener thread: it must never raise into Spark, so every
 callback logs its failure and carries on.
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
+
+from shared.runtime.json_lines import NEVER, Rotation, append_line, generations
 
 log = logging.getLogger(__name__)
 
@@ -127,22 +129,16 @@ def metrics_path(metrics_dir: Path, query_name_or_id: str) -> Path:
     return Path(metrics_dir) / f"{safe}.jsonl"
 
 
-def append_line(path: Path, record: Mapping[str, Any]) -> None:
-    """Append one record as one line with a single O_APPEND write (no torn lines)."""
-    data = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
+def read_metrics(path: Path, with_rotated: bool = False) -> list[dict[str, Any]]:
+    """Every record in a metrics file; a torn last line (a crashed writer) is skipped.
+    ``with_rotated``: the file's rotated files first, oldest first (none there: [])."""
+    if not with_rotated:
+        return _records(Path(path))
+    return [record for file in generations(Path(path)) for record in _records(file)]
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """Every record in a metrics file; a torn last line (a crashed writer) is skipped."""
-    lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+def _records(path: Path) -> list[dict[str, Any]]:
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
     records = []
     for number, line in enumerate(lines, start=1):
         try:
@@ -162,9 +158,11 @@ def _iso_utc(epoch_s: float) -> str:
 class MetricsListener(StreamingQueryListener):
     """Writes every query's progress and lifecycle to ``<metrics_dir>/<name or id>.jsonl``."""
 
-    def __init__(self, metrics_dir: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, metrics_dir: Path, clock: Callable[[], float] = time.time,
+                 rotation: Rotation = NEVER) -> None:
         self.metrics_dir = Path(metrics_dir)
         self._clock = clock  # stamps termination, the one event Spark gives no time for
+        self.rotation = rotation
         self._names: dict[str, str] = {}  # query id -> name; idle/terminated carry no name
         self._lock = threading.Lock()
 
@@ -203,7 +201,7 @@ class MetricsListener(StreamingQueryListener):
         with self._lock:
             if name:
                 self._names[query_id] = name
-            append_line(self.path_for(query_id), record)
+            append_line(self.path_for(query_id), record, self.rotation)
 
     def _guarded(self, kind: str, write: Callable[[], None]) -> None:
         try:
@@ -213,9 +211,10 @@ class MetricsListener(StreamingQueryListener):
 
 
 def register_metrics_listener(spark: Any, metrics_dir: Path,
-                              clock: Callable[[], float] = time.time) -> MetricsListener:
+                              clock: Callable[[], float] = time.time,
+                              rotation: Rotation = NEVER) -> MetricsListener:
     """Add a :class:`MetricsListener` to ``spark``; remove it with
-    ``spark.streams.removeListener(listener)``."""
-    listener = MetricsListener(metrics_dir, clock)
+    ``spark.streams.removeListener(listener)``. An app's: ``Rotation.of(settings)``."""
+    listener = MetricsListener(metrics_dir, clock, rotation)
     spark.streams.addListener(listener)
     return listener

@@ -199,13 +199,15 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
                  stop_requested: threading.Event | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
     from shared.ops.topics import provision
+    from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
 
     settings = with_enough_slots(settings, required_task_slots(rt, settings))
-    provision(kafka_clients.admin_client(settings), rt.app.topics.all(), settings.topic_prefix)
+    provision(kafka_clients.admin_client(settings), rt.app.topics.all(), settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
     spark = realtime_spark(settings, f"statewise-{rt.app.name}-realtime")
     session = realtime_session(spark, rt, settings)
-    register_metrics_listener(session, settings.metrics_dir)
+    register_metrics_listener(session, settings.metrics_dir, rotation=Rotation.of(settings))
     running = start_realtime(spark, rt, settings, session=session)
     log.info("%s running in Real-Time Mode; checkpoints %s", rt.app.name,
              checkpoint_paths(rt, settings))

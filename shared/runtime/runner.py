@@ -338,10 +338,11 @@ def note_restart(app: AppDefinition, settings: PlatformSettings, failure: BaseEx
                  pause_s: float | None, budget) -> None:
     """One line per failure in ``<metrics_dir>/<app>.restarts.jsonl``: its cause, and the
     restart it led to (``restart`` null: the app stopped)."""
-    from shared.runtime.metrics import append_line
+    from shared.runtime.json_lines import Rotation, append_line
     from shared.runtime.restarts import cause_summary
 
     append_line(Path(settings.metrics_dir) / f"{app.name}.restarts.jsonl", {
         "time": time.time(), "app": app.name, "cause": cause_summary(failure),
         "failures_in_window": len(budget.failures),
-        "restart": budget.restarts if pause_s is not None else None, "pause_s": pause_s})
+        "restart": budget.restarts if pause_s is not None else None, "pause_s": pause_s},
+        Rotation.of(settings))

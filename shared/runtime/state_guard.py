@@ -27,7 +27,7 @@ from pathlib import Path
 
 from shared.keyed.bucket_labels import spark_partition_of
 from shared.keyed.bucketed.figures import StateFigures
-from shared.runtime.metrics import append_line
+from shared.runtime.json_lines import NEVER, Rotation, append_line
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ class StateGuard:
     partition_of: Mapping[int, int]  # bucket label -> state partition
     bounds: GuardBounds
     metrics_file: Path | None = None
+    rotation: Rotation = NEVER  # of metrics_file
     policy: str = ""  # the app's overflow policy, for the record
     warn: Callable[[str], None] = log.warning
     _partitions: dict[int, _Partition] = field(default_factory=dict)
@@ -77,7 +78,8 @@ class StateGuard:
                 "evictedKeysTotal": sum(f.evicted_keys_total
                                         for f in figures.buckets.values()),
                 "refusedKeysTotal": figures.refused_keys,
-                "trimmedEntriesTotal": figures.trimmed_entries, "warnings": warnings})
+                "trimmedEntriesTotal": figures.trimmed_entries, "warnings": warnings},
+                self.rotation)
         return warnings
 
     def totals(self, figures: StateFigures) -> dict[int, dict]:
@@ -141,4 +143,5 @@ def guard_for(app, settings, labels: Sequence[int], spec) -> StateGuard:
         partition_of={label: spark_partition_of(label, partitions) for label in labels},
         bounds=GuardBounds(bound, settings.state_growth_batches),
         metrics_file=Path(settings.metrics_dir) / f"{app.name}.state.jsonl",
+        rotation=Rotation.of(settings),
         policy=spec.overflow.value)

@@ -35,7 +35,8 @@ def own_platform(platform: PlatformSettings, bootstrap: str, root: Path) -> Plat
 
 
 def create_app_topics(app: AppDefinition, settings: PlatformSettings) -> None:
-    provision(kafka_clients.admin_client(settings), list(app.topics.all()), settings.topic_prefix)
+    provision(kafka_clients.admin_client(settings), list(app.topics.all()), settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
 
 
 def send(app: AppDefinition, settings: PlatformSettings, records: list[OutgoingRecord]) -> None:

@@ -25,6 +25,9 @@ def platform_settings(tmp_path_factory: pytest.TempPathFactory) -> PlatformSetti
         checkpoint_dir=str(root / "checkpoints"),
         metrics_dir=root / "metrics",
         trigger_interval="200 milliseconds",
+        # The tests' brokers are single local nodes (kafka_fixtures.py, and those a test
+        # starts of its own): their throwaway topics get one replica, on purpose.
+        allow_fewer_replicas=True,
     )
 
 

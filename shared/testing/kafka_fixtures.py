@@ -56,6 +56,7 @@ def create_topics(kafka_settings: PlatformSettings) -> Callable[[Iterable[TopicS
     admin = admin_client(kafka_settings)
 
     def create(specs: Iterable[TopicSpec]) -> None:
-        provision(admin, list(specs), kafka_settings.topic_prefix)
+        provision(admin, list(specs), kafka_settings.topic_prefix,
+                  allow_fewer_replicas=kafka_settings.allow_fewer_replicas)
 
     return create

@@ -62,7 +62,8 @@ def test_a_broker_killed_and_restarted_is_ridden_out(own_broker, platform_settin
         platform_settings, bootstrap_servers=own_broker.config.bootstrap_servers,
         topic_prefix="outage.", checkpoint_dir=str(tmp_path / "checkpoints"),
         metrics_dir=tmp_path / "metrics")
-    provision(admin_client(settings), CANARY_TOPICS.all(), settings.topic_prefix)
+    provision(admin_client(settings), CANARY_TOPICS.all(), settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
     source = CANARY_TOPICS.inputs[0].qualified(settings.topic_prefix)
     inputs = canary_inputs(keys=6, per_key=60)
     before, after = inputs[:180], inputs[180:]

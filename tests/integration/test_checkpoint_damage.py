@@ -64,7 +64,8 @@ def made(spark: SparkSession, platform_settings: PlatformSettings, kafka_bootstr
     settings = FraudSettings(**{f.name: getattr(platform, f.name)
                                 for f in dataclasses.fields(PlatformSettings)},
                              state_buckets=4)
-    provision(kafka_clients.admin_client(settings), list(FRAUD.all()), settings.topic_prefix)
+    provision(kafka_clients.admin_client(settings), list(FRAUD.all()), settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
     topic = FRAUD.inputs[0].qualified(settings.topic_prefix)
     # Event times near the Kafka timestamps: the quality gate rejects times far from them.
     base_ms = (int(time.time() * 1000) - 20 * 60_000) // 1000 * 1000

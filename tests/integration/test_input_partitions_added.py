@@ -39,7 +39,8 @@ def test_partitions_added_to_the_input_leave_the_outputs_equal_to_the_oracle(
         wider = source_spec.partitions + 3
         for future in admin.create_partitions([NewPartitions(source, wider)]).values():
             future.result(30)
-        assert provision(admin, CANARY_TOPICS.all(), settings.topic_prefix) == []
+        assert provision(admin, CANARY_TOPICS.all(), settings.topic_prefix,
+                         allow_fewer_replicas=settings.allow_fewer_replicas) == []
         send_json(settings.bootstrap_servers, source, second, "key")
         running.query.processAllAvailable()
     finally:

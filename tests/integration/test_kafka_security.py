@@ -144,6 +144,7 @@ def test_statewise_topics_provisions_through_the_secured_listener(secured, monke
     environment = {
         "STATEWISE_BOOTSTRAP_SERVERS": secured.bootstrap_servers,
         "STATEWISE_TOPIC_PREFIX": secured.topic_prefix,
+        "STATEWISE_ALLOW_FEWER_REPLICAS": "true",  # the test's broker is one node
         "STATEWISE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
         "STATEWISE_KAFKA_SSL_CA_LOCATION": secured.kafka_ssl_ca_location,
         "STATEWISE_KAFKA_SASL_MECHANISM": MECHANISM,
@@ -161,7 +162,8 @@ def test_an_app_reads_and_writes_a_secured_kafka(spark, secured, capfd):
     from shared.ops.topics import provision
     from shared.runtime.kafka_clients import admin_client
 
-    provision(admin_client(secured), FRAUD.all(), secured.topic_prefix)
+    provision(admin_client(secured), FRAUD.all(), secured.topic_prefix,
+              allow_fewer_replicas=secured.allow_fewer_replicas)
     now_ms = int(time.time() * 1000) // 1000 * 1000
     burst = [{"txn_id": f"b{i}", "card_id": "card-burst", "account_id": "acct-1",
               "amount": 25.0, "currency": "EUR", "merchant_id": "m-1",

@@ -293,7 +293,7 @@ def test_the_commands_admin_clients_and_producers_carry_the_security_settings(
         argv, made, monkeypatch, capsys):
     for name, value in SECURE_ENV.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(topic_admin, "provision", lambda admin, specs, prefix: [])
+    monkeypatch.setattr(topic_admin, "provision", lambda admin, specs, prefix, **_: [])
     assert cli.main(argv) == 0
     kinds = [kind for kind, _ in made]
     assert kinds.count("RecordedAdmin") == 2  # the broker probe, then provisioning
@@ -321,9 +321,9 @@ def test_the_demo_uses_the_environments_security_on_a_given_kafka_and_none_local
     assert spark_options(settings)["kafka.sasl.jaas.config"] == JAAS
     assert spark_options(demo.demo_settings(iot, "127.0.0.1:9092", "c", local)) == {
         "kafka.bootstrap.servers": "127.0.0.1:9092"}
-    monkeypatch.setattr(topic_admin, "provision", lambda admin, specs, prefix: [])
+    monkeypatch.setattr(topic_admin, "provision", lambda admin, specs, prefix, **_: [])
     kafka = connection(demo.on_demo_kafka(from_env(PlatformSettings), "k:9093", given))
-    assert demo._provision([iot], kafka) == "c"
+    assert demo._provision([iot], kafka, False) == "c"
     (_, admin), = made
     assert admin["sasl.username"] == "statewise" and admin["bootstrap.servers"] == "k:9093"
 

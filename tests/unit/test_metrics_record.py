@@ -21,13 +21,8 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryProgress,
 )
 
-from shared.runtime.metrics import (
-    MetricsListener,
-    append_line,
-    metrics_path,
-    progress_record,
-    read_metrics,
-)
+from shared.runtime.json_lines import append_line
+from shared.runtime.metrics import MetricsListener, metrics_path, progress_record, read_metrics
 
 DATA = Path(__file__).parent / "data"
 
