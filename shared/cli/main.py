@@ -48,6 +48,7 @@ from shared.settings import (
 )
 
 if TYPE_CHECKING:
+    from shared.runtime.prometheus import AppFigures
     from shared.runtime.realtime_runner import RealtimeApp
 
 log = logging.getLogger("statewise")
@@ -72,16 +73,20 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     realtime = _realtime_plan(parser, app, args.available_now) \
         if args.mode == "realtime" else None
     _require_broker(settings)
-    try:
-        if realtime is not None:
-            from shared.runtime.realtime_runner import run_realtime
+    from shared.runtime.metrics_endpoint import MetricsEndpointError, metrics_endpoint
 
-            return run_realtime(realtime, settings)
-        return _run_micro_batches(app, settings, args.available_now)
+    try:
+        # Served until the app stops, across the query's restarts (STATEWISE_METRICS_PORT).
+        with metrics_endpoint(app.name, settings) as figures:
+            if realtime is not None:
+                from shared.runtime.realtime_runner import run_realtime
+
+                return run_realtime(realtime, settings, figures=figures)
+            return _run_micro_batches(app, settings, args.available_now, figures=figures)
     except (CheckpointDamaged, OutputMismatch, CheckpointInUse) as error:  # again on restart
         log.error("%s: %s", app.name, error)
         return DO_NOT_RESTART
-    except RestartsExhausted as error:
+    except (RestartsExhausted, MetricsEndpointError) as error:
         log.error("%s", error)
         return 1
 
@@ -103,11 +108,18 @@ def run_prepared(app: AppDefinition, settings, available_now: bool, prepare) -> 
     restore's first start (shared/keyed/savepoint/restore.py)."""
     _setup_logging()
     _require_broker(settings)
-    return _run_micro_batches(app, settings, available_now, prepare)
+    from shared.runtime.metrics_endpoint import MetricsEndpointError, metrics_endpoint
+
+    try:
+        with metrics_endpoint(app.name, settings) as figures:
+            return _run_micro_batches(app, settings, available_now, prepare, figures)
+    except MetricsEndpointError as error:
+        log.error("%s", error)
+        return 1
 
 
 def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
-                       prepare=None) -> int:
+                       prepare=None, figures: AppFigures | None = None) -> int:
     from shared.ops.topics import provision
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
@@ -118,9 +130,9 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
     spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
     log.info("%s: Spark session up", app.name)
     start_python_workers(spark)
-    _add_metrics_listener(spark, settings)
+    _add_metrics_listener(spark, settings, figures)
     try:
-        stats = _run_with_restarts(spark, app, settings, available_now, prepare)
+        stats = _run_with_restarts(spark, app, settings, available_now, prepare, figures)
     finally:
         # Drains the listener bus first: the metrics listener gets its last events
         # while Python still answers the JVM.
@@ -129,7 +141,8 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
     return 0
 
 
-def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool, prepare):
+def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool, prepare,
+                       figures: AppFigures | None = None):
     """Run the query until it stops cleanly; restart it after a failure as the restart
     settings allow (shared/runtime/restarts.py). Returns the sink's figures."""
     from shared.quality.schedule import start_quality_monitor
@@ -151,7 +164,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
             committed_before = newest_commit(spark, checkpoint)
             try:
                 running = start(spark, app, settings, available_now=available_now,
-                                restore=restore)
+                                restore=restore, figures=figures)
                 if monitor is None and not available_now and app.quality_suite is not None:
                     monitor = start_quality_monitor(spark, app, settings)
                 log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
@@ -162,7 +175,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
             except Exception as failure:  # noqa: BLE001 - the budget decides; it names it
                 progressed = newest_commit(spark, checkpoint) > committed_before
                 pause = budget.failed(progressed)
-                note_restart(app, settings, failure, pause, budget)
+                note_restart(app, settings, failure, pause, budget, figures)
                 if pause is None:
                     raise RestartsExhausted(app.name, budget.policy, len(budget.failures),
                                             failure) from failure
@@ -197,10 +210,11 @@ def _require_broker(settings: PlatformSettings) -> None:
     require_broker(settings)
 
 
-def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
+def _add_metrics_listener(spark, settings: PlatformSettings,
+                          figures: AppFigures | None = None) -> None:
     from shared.runtime.metrics import register_metrics_listener
 
-    register_metrics_listener(spark, settings.metrics_dir)
+    register_metrics_listener(spark, settings.metrics_dir, figures=figures)
 
 
 def _broker_main(argv: Sequence[str]) -> int:

@@ -22,9 +22,12 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming import StreamingQueryListener
+
+if TYPE_CHECKING:
+    from shared.runtime.prometheus import AppFigures
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +163,13 @@ def _iso_utc(epoch_s: float) -> str:
 
 
 class MetricsListener(StreamingQueryListener):
-    """Writes every query's progress and lifecycle to ``<metrics_dir>/<name or id>.jsonl``."""
+    """Writes every query's progress and lifecycle to ``<metrics_dir>/<name or id>.jsonl``,
+    and hands each line to ``figures`` (shared/runtime/prometheus.py) when given."""
 
-    def __init__(self, metrics_dir: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, metrics_dir: Path, clock: Callable[[], float] = time.time,
+                 figures: AppFigures | None = None) -> None:
         self.metrics_dir = Path(metrics_dir)
+        self.figures = figures
         self._clock = clock  # stamps termination, the one event Spark gives no time for
         self._names: dict[str, str] = {}  # query id -> name; idle/terminated carry no name
         self._lock = threading.Lock()
@@ -203,7 +209,11 @@ class MetricsListener(StreamingQueryListener):
         with self._lock:
             if name:
                 self._names[query_id] = name
-            append_line(self.path_for(query_id), record)
+            try:
+                append_line(self.path_for(query_id), record)
+            finally:  # a line that cannot be written still counts for Prometheus
+                if self.figures is not None:
+                    self.figures.query_event(record)
 
     def _guarded(self, kind: str, write: Callable[[], None]) -> None:
         try:
@@ -213,9 +223,10 @@ class MetricsListener(StreamingQueryListener):
 
 
 def register_metrics_listener(spark: Any, metrics_dir: Path,
-                              clock: Callable[[], float] = time.time) -> MetricsListener:
+                              clock: Callable[[], float] = time.time,
+                              figures: AppFigures | None = None) -> MetricsListener:
     """Add a :class:`MetricsListener` to ``spark``; remove it with
     ``spark.streams.removeListener(listener)``."""
-    listener = MetricsListener(metrics_dir, clock)
+    listener = MetricsListener(metrics_dir, clock, figures)
     spark.streams.addListener(listener)
     return listener
