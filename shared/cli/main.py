@@ -3,6 +3,7 @@
     statewise --version
     statewise broker up|down|status
     statewise cluster up|down|status      (a local Spark standalone master and workers)
+    statewise prometheus up --target HOST:PORT|down|status  (a local Prometheus server)
     statewise topics [--app APP]
     statewise run APP [--available-now] [settings flags...]
     statewise run APP --mode realtime      (Spark's Real-Time Mode, for apps that offer it)
@@ -240,6 +241,12 @@ def _broker_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def _prometheus_main(argv: Sequence[str]) -> int:
+    from shared.ops.prometheus import prometheus_main
+
+    return prometheus_main(argv)
+
+
 def _topics_main(argv: Sequence[str]) -> int:
     from shared.ops.topics import provision
 
@@ -378,6 +385,8 @@ def _run_main(argv: Sequence[str]) -> int:
 COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "broker": ("start, stop or check the local Kafka broker (KRaft)", _broker_main),
     "cluster": ("start, stop or check a local Spark standalone cluster", _cluster_main),
+    "prometheus": ("start, stop or check a local Prometheus scraping apps' metrics "
+                   "endpoints", _prometheus_main),
     "topics": ("create every app's topics (idempotent)", _topics_main),
     "run": ("run an app (statewise run APP --help: its settings)", _run_main),
     "produce": ("send an app's seeded input stream to Kafka, with its ground truth",
