@@ -53,6 +53,20 @@ class OneOf:
         raise ValueError(f"not {self.__name__}")
 
 
+class Between:
+    """A setting's converter for an integer within bounds, both included."""
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+        self.__name__ = f"an integer from {low} to {high}"  # argparse says it
+
+    def __call__(self, text: str) -> int:
+        value = int(text)
+        if not self.low <= value <= self.high:
+            raise ValueError(f"not {self.__name__}")
+        return value
+
+
 class AtLeast:
     """A setting's converter for an integer with a lower bound (Spark refuses some values
     only when a query starts: refused here, with the setting's name, instead)."""
@@ -109,6 +123,16 @@ class PlatformSettings:
         3, "STATEWISE_METRICS_KEEP",
         "rotated files kept per metrics file (<name>.jsonl.1 the newest); older ones are "
         "deleted. At least 1", convert=AtLeast(1))
+    # Off unless asked for: two apps on one machine would fight over one default port,
+    # and an open port is the operator's choice (docs/operations.md, "Prometheus").
+    metrics_port: int = setting(
+        0, "STATEWISE_METRICS_PORT",
+        "serve the app's figures for Prometheus at http://HOST:PORT/metrics while it "
+        "runs (shared/runtime/prometheus.py); 0 = no endpoint", convert=Between(0, 65535))
+    metrics_host: str = setting(
+        "127.0.0.1", "STATEWISE_METRICS_HOST",
+        "the address the metrics endpoint listens on (0.0.0.0: every interface, for a "
+        "Prometheus on another machine)")
     trigger_interval: str = setting(
         "1 second", "STATEWISE_TRIGGER_INTERVAL", "micro-batch trigger interval")
     max_offsets_per_trigger: int = setting(

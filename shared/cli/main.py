@@ -3,6 +3,7 @@
     statewise --version
     statewise broker up|down|status
     statewise cluster up|down|status      (a local Spark standalone master and workers)
+    statewise prometheus up --target HOST:PORT|down|status  (a local Prometheus server)
     statewise topics [--app APP]
     statewise run APP [--available-now] [settings flags...]
     statewise run APP --mode realtime      (Spark's Real-Time Mode, for apps that offer it)
@@ -48,6 +49,7 @@ from shared.settings import (
 )
 
 if TYPE_CHECKING:
+    from shared.runtime.prometheus import AppFigures
     from shared.runtime.realtime_runner import RealtimeApp
 
 log = logging.getLogger("statewise")
@@ -72,16 +74,20 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     realtime = _realtime_plan(parser, app, args.available_now) \
         if args.mode == "realtime" else None
     _require_broker(settings)
-    try:
-        if realtime is not None:
-            from shared.runtime.realtime_runner import run_realtime
+    from shared.runtime.metrics_endpoint import MetricsEndpointError, metrics_endpoint
 
-            return run_realtime(realtime, settings)
-        return _run_micro_batches(app, settings, args.available_now)
+    try:
+        # Served until the app stops, across the query's restarts (STATEWISE_METRICS_PORT).
+        with metrics_endpoint(app.name, settings) as figures:
+            if realtime is not None:
+                from shared.runtime.realtime_runner import run_realtime
+
+                return run_realtime(realtime, settings, figures=figures)
+            return _run_micro_batches(app, settings, args.available_now, figures=figures)
     except (CheckpointDamaged, OutputMismatch, CheckpointInUse) as error:  # again on restart
         log.error("%s: %s", app.name, error)
         return DO_NOT_RESTART
-    except RestartsExhausted as error:
+    except (RestartsExhausted, MetricsEndpointError) as error:
         log.error("%s", error)
         return 1
 
@@ -103,11 +109,18 @@ def run_prepared(app: AppDefinition, settings, available_now: bool, prepare) -> 
     restore's first start (shared/keyed/savepoint/restore.py)."""
     _setup_logging()
     _require_broker(settings)
-    return _run_micro_batches(app, settings, available_now, prepare)
+    from shared.runtime.metrics_endpoint import MetricsEndpointError, metrics_endpoint
+
+    try:
+        with metrics_endpoint(app.name, settings) as figures:
+            return _run_micro_batches(app, settings, available_now, prepare, figures)
+    except MetricsEndpointError as error:
+        log.error("%s", error)
+        return 1
 
 
 def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
-                       prepare=None) -> int:
+                       prepare=None, figures: AppFigures | None = None) -> int:
     from shared.ops.topics import provision
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
@@ -119,9 +132,9 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
     spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
     log.info("%s: Spark session up", app.name)
     start_python_workers(spark)
-    _add_metrics_listener(spark, settings)
+    _add_metrics_listener(spark, settings, figures)
     try:
-        stats = _run_with_restarts(spark, app, settings, available_now, prepare)
+        stats = _run_with_restarts(spark, app, settings, available_now, prepare, figures)
     finally:
         # Drains the listener bus first: the metrics listener gets its last events
         # while Python still answers the JVM.
@@ -130,7 +143,8 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
     return 0
 
 
-def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool, prepare):
+def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool, prepare,
+                       figures: AppFigures | None = None):
     """Run the query until it stops cleanly; restart it after a failure as the restart
     settings allow (shared/runtime/restarts.py). Returns the sink's figures."""
     from shared.quality.schedule import start_quality_monitor
@@ -152,7 +166,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
             committed_before = newest_commit(spark, checkpoint)
             try:
                 running = start(spark, app, settings, available_now=available_now,
-                                restore=restore)
+                                restore=restore, figures=figures)
                 if monitor is None and not available_now and app.quality_suite is not None:
                     monitor = start_quality_monitor(spark, app, settings)
                 log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
@@ -163,7 +177,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
             except Exception as failure:  # noqa: BLE001 - the budget decides; it names it
                 progressed = newest_commit(spark, checkpoint) > committed_before
                 pause = budget.failed(progressed)
-                note_restart(app, settings, failure, pause, budget)
+                note_restart(app, settings, failure, pause, budget, figures)
                 if pause is None:
                     raise RestartsExhausted(app.name, budget.policy, len(budget.failures),
                                             failure) from failure
@@ -198,11 +212,13 @@ def _require_broker(settings: PlatformSettings) -> None:
     require_broker(settings)
 
 
-def _add_metrics_listener(spark, settings: PlatformSettings) -> None:
+def _add_metrics_listener(spark, settings: PlatformSettings,
+                          figures: AppFigures | None = None) -> None:
     from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
 
-    register_metrics_listener(spark, settings.metrics_dir, rotation=Rotation.of(settings))
+    register_metrics_listener(spark, settings.metrics_dir, rotation=Rotation.of(settings),
+                              figures=figures)
 
 
 def _broker_main(argv: Sequence[str]) -> int:
@@ -230,6 +246,12 @@ def _broker_main(argv: Sequence[str]) -> int:
               f"({broker.config.bootstrap_servers})")
         return 0 if running else 3
     return 0
+
+
+def _prometheus_main(argv: Sequence[str]) -> int:
+    from shared.ops.prometheus import prometheus_main
+
+    return prometheus_main(argv)
 
 
 def _topics_main(argv: Sequence[str]) -> int:
@@ -372,6 +394,8 @@ def _run_main(argv: Sequence[str]) -> int:
 COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "broker": ("start, stop or check the local Kafka broker (KRaft)", _broker_main),
     "cluster": ("start, stop or check a local Spark standalone cluster", _cluster_main),
+    "prometheus": ("start, stop or check a local Prometheus scraping apps' metrics "
+                   "endpoints", _prometheus_main),
     "topics": ("create every app's topics (idempotent)", _topics_main),
     "run": ("run an app (statewise run APP --help: its settings)", _run_main),
     "produce": ("send an app's seeded input stream to Kafka, with its ground truth",

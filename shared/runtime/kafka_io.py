@@ -30,6 +30,7 @@ EVENT_TIME = "event_time"
 ENVELOPE_COLUMNS = ("topic", "key", "value", "headers")
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 REASON_HEADER = "statewise.reason"
+STAGE_HEADER = "statewise.stage"  # decode, quality, control, late, ...: where it was set aside
 MAX_RECORD_BYTES = 1024 * 1024
 # A dead letter of a record over MAX_RECORD_BYTES leaves the value out (the side topics
 # take 2 MiB, shared/app/topics.py) and says so; the record stays in its input topic.
@@ -199,7 +200,7 @@ def dead_letter_envelopes(rows: DataFrame, reason: Column, app: str, stage: str 
     source = F.col(SOURCE)
     added = F.array(
         _header(REASON_HEADER, reason),
-        _header("statewise.stage", _as_column(stage)),
+        _header(STAGE_HEADER, _as_column(stage)),
         _header("statewise.app", F.lit(app)),
         _header("statewise.source.topic", source["topic"]),
         _header("statewise.source.partition", source["partition"]),

@@ -22,11 +22,14 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
 from shared.runtime.json_lines import NEVER, Rotation, append_line, generations
+
+if TYPE_CHECKING:
+    from shared.runtime.prometheus import AppFigures
 
 log = logging.getLogger(__name__)
 
@@ -156,11 +159,13 @@ def _iso_utc(epoch_s: float) -> str:
 
 
 class MetricsListener(StreamingQueryListener):
-    """Writes every query's progress and lifecycle to ``<metrics_dir>/<name or id>.jsonl``."""
+    """Writes every query's progress and lifecycle to ``<metrics_dir>/<name or id>.jsonl``,
+    and hands each line to ``figures`` (shared/runtime/prometheus.py) when given."""
 
     def __init__(self, metrics_dir: Path, clock: Callable[[], float] = time.time,
-                 rotation: Rotation = NEVER) -> None:
+                 rotation: Rotation = NEVER, figures: AppFigures | None = None) -> None:
         self.metrics_dir = Path(metrics_dir)
+        self.figures = figures
         self._clock = clock  # stamps termination, the one event Spark gives no time for
         self.rotation = rotation
         self._names: dict[str, str] = {}  # query id -> name; idle/terminated carry no name
@@ -201,7 +206,11 @@ class MetricsListener(StreamingQueryListener):
         with self._lock:
             if name:
                 self._names[query_id] = name
-            append_line(self.path_for(query_id), record, self.rotation)
+            try:
+                append_line(self.path_for(query_id), record, self.rotation)
+            finally:  # a line that cannot be written still counts for Prometheus
+                if self.figures is not None:
+                    self.figures.query_event(record)
 
     def _guarded(self, kind: str, write: Callable[[], None]) -> None:
         try:
@@ -212,9 +221,10 @@ class MetricsListener(StreamingQueryListener):
 
 def register_metrics_listener(spark: Any, metrics_dir: Path,
                               clock: Callable[[], float] = time.time,
-                              rotation: Rotation = NEVER) -> MetricsListener:
+                              rotation: Rotation = NEVER,
+                              figures: AppFigures | None = None) -> MetricsListener:
     """Add a :class:`MetricsListener` to ``spark``; remove it with
     ``spark.streams.removeListener(listener)``. An app's: ``Rotation.of(settings)``."""
-    listener = MetricsListener(metrics_dir, clock, rotation)
+    listener = MetricsListener(metrics_dir, clock, rotation, figures)
     spark.streams.addListener(listener)
     return listener

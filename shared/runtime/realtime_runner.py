@@ -26,7 +26,7 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -39,6 +39,9 @@ from shared.runtime.runner import quality_gate
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
 from shared.sink.ledger import SinkLedger
+
+if TYPE_CHECKING:
+    from shared.runtime.prometheus import AppFigures
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +119,9 @@ class DeadLetterWriter:
     batch and named after the query id kept in the checkpoint (stable for its life)."""
 
     def __init__(self, spark: SparkSession, rt: RealtimeApp, settings: PlatformSettings,
-                 checkpoint: str) -> None:
+                 checkpoint: str, figures: AppFigures | None = None) -> None:
         self.spark, self.rt, self.settings, self.checkpoint = spark, rt, settings, checkpoint
+        self.figures = figures  # told each batch's sink outcome, for Prometheus
         self.ledger = SinkLedger(spark, checkpoint)  # before the query starts
         self.sink: ExactlyOnceKafkaSink | None = None
 
@@ -128,7 +132,8 @@ class DeadLetterWriter:
                 sink_id=f"{self.rt.app.name}-realtime.{query_id(self.spark, self.checkpoint)}",
                 kafka=kafka_clients.connection(settings),
                 marker_topic=self.rt.app.topics.dead_letter.qualified(settings.topic_prefix)),
-                ledger=self.ledger, batch_timeout_s=settings.batch_timeout_s)
+                ledger=self.ledger, batch_timeout_s=settings.batch_timeout_s,
+                observe=None if self.figures is None else self.figures.sink_batch)
         self.sink(batch, batch_id)
 
     def close(self) -> None:
@@ -168,10 +173,12 @@ def realtime_session(spark: SparkSession, rt: RealtimeApp, settings: PlatformSet
 
 def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSettings, *,
                    trigger: dict[str, str] | None = None,
-                   session: SparkSession | None = None) -> RunningRealtime:
+                   session: SparkSession | None = None,
+                   figures: AppFigures | None = None) -> RunningRealtime:
     """Start both queries; returns at once. ``trigger`` replaces the realTime trigger
     (benchmarks run the same plan in micro-batches, e.g. ``{"processingTime": "0 s"}``).
-    ``session``: one from :func:`realtime_session` (query listeners are per session)."""
+    ``session``: one from :func:`realtime_session` (query listeners are per session).
+    ``figures``: fed the dead-letter sink's figures, for Prometheus."""
     session = session or realtime_session(spark, rt, settings)
     gate = quality_gate(rt.app, settings)
     schema = rt.app.input_topic.schema
@@ -185,7 +192,7 @@ def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSetti
                .options(**kafka_clients.spark_options(settings))  # servers and security
                .option("checkpointLocation", checkpoint).outputMode("update")
                .trigger(**(trigger or {"realTime": rt.checkpoint_interval(settings)})))
-    writer = DeadLetterWriter(session, rt, settings, dead_checkpoint)
+    writer = DeadLetterWriter(session, rt, settings, dead_checkpoint, figures)
     rejected = rt.dead_letters(
         session, parse(read_topics(session, settings, rt.app.topics.inputs), schema),
         settings, gate)
@@ -196,7 +203,8 @@ def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSetti
 
 
 def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
-                 stop_requested: threading.Event | None = None) -> int:
+                 stop_requested: threading.Event | None = None,
+                 figures: AppFigures | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
     from shared.ops.topics import provision
     from shared.runtime.json_lines import Rotation
@@ -207,8 +215,9 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
               allow_fewer_replicas=settings.allow_fewer_replicas)
     spark = realtime_spark(settings, f"statewise-{rt.app.name}-realtime")
     session = realtime_session(spark, rt, settings)
-    register_metrics_listener(session, settings.metrics_dir, rotation=Rotation.of(settings))
-    running = start_realtime(spark, rt, settings, session=session)
+    register_metrics_listener(session, settings.metrics_dir, rotation=Rotation.of(settings),
+                              figures=figures)
+    running = start_realtime(spark, rt, settings, session=session, figures=figures)
     log.info("%s running in Real-Time Mode; checkpoints %s", rt.app.name,
              checkpoint_paths(rt, settings))
     stop_requested = stop_requested or threading.Event()

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,6 +41,9 @@ from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig, output_mismatch_in
 from shared.sink.ledger import SinkLedger
 
+if TYPE_CHECKING:
+    from shared.runtime.prometheus import AppFigures
+
 log = logging.getLogger(__name__)
 
 
@@ -54,7 +57,7 @@ class BatchWriter:
 
     def __init__(self, spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
                  checkpoint: str, faults: FaultPlan, state: StateWatch | None = None,
-                 ledger: SinkLedger | None = None) -> None:
+                 ledger: SinkLedger | None = None, figures: AppFigures | None = None) -> None:
         self.spark = spark
         self.ledger = ledger  # made before the query starts: it notes the batches to replay
         self.app = app
@@ -62,6 +65,7 @@ class BatchWriter:
         self.checkpoint = checkpoint
         self.faults = faults
         self.state = state
+        self.figures = figures  # told each batch's sink outcome, for Prometheus
         self.sink: ExactlyOnceKafkaSink | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -101,7 +105,8 @@ class BatchWriter:
                 sink_id=sink_id,
                 kafka=connection(self.settings),
                 marker_topic=self.app.topics.dead_letter.qualified(self.settings.topic_prefix),
-            ), self.faults, self.ledger, self.settings.batch_timeout_s)
+            ), self.faults, self.ledger, self.settings.batch_timeout_s,
+                None if self.figures is None else self.figures.sink_batch)
         return self.sink
 
 
@@ -144,7 +149,8 @@ def bucket_labels(spark: SparkSession, app: AppDefinition, settings: PlatformSet
 
 
 def state_watch(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
-                labels: Sequence[int] | None) -> StateWatch | None:
+                labels: Sequence[int] | None, figures: AppFigures | None = None
+                ) -> StateWatch | None:
     """Figures and guard of the app's keyed operator (None for an app without one)."""
     if app.keyed is None:
         return None
@@ -154,7 +160,8 @@ def state_watch(spark: SparkSession, app: AppDefinition, settings: PlatformSetti
     buckets = app.keyed.buckets(settings)
     spec = with_state_caps(app.keyed.processor(settings), settings).spec
     return StateWatch(figures_accumulator(spark.sparkContext),
-                      guard_for(app, settings, labels or identity_labels(buckets), spec))
+                      guard_for(app, settings, labels or identity_labels(buckets), spec,
+                                figures))
 
 
 def worker_modules(app: AppDefinition) -> tuple[str, ...]:
@@ -205,16 +212,19 @@ def event_time_bound(app: AppDefinition, settings: PlatformSettings):
 
 def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *,
           available_now: bool = False, faults: FaultPlan | None = None,
-          restore: RestoreInput | None = None) -> RunningApp:
+          restore: RestoreInput | None = None, figures: AppFigures | None = None
+          ) -> RunningApp:
     """Start the app's streaming query; returns at once. ``restore``: the first start of
-    a checkpoint restored from a savepoint (shared/keyed/savepoint/restore.py). Raises,
+    a checkpoint restored from a savepoint (shared/keyed/savepoint/restore.py).
+    ``figures``: fed the keyed state's and the sink's figures, for Prometheus. Raises,
     before anything starts: ``CheckpointInUse`` when another process runs on the
     checkpoint, ``CheckpointDamaged`` on a damaged one, ``OutputMismatch`` on a new one
     whose app has written output before. The checkpoint's lock is held until ``stop``."""
     checkpoint = checkpoint_path(app, settings)
     took_lock = lock_checkpoint(checkpoint, app.name)
     try:
-        return _start(spark, app, settings, checkpoint, available_now, faults, restore)
+        return _start(spark, app, settings, checkpoint, available_now, faults, restore,
+                      figures)
     except BaseException:
         if took_lock:  # not the lock of a query of this process still running on it
             unlock_checkpoint(checkpoint)
@@ -223,7 +233,7 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
 
 def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
            checkpoint: str, available_now: bool, faults: FaultPlan | None,
-           restore: RestoreInput | None) -> RunningApp:
+           restore: RestoreInput | None, figures: AppFigures | None) -> RunningApp:
     verify_checkpoint(spark, app, checkpoint)
     if restore is None:
         refuse_a_silent_new_checkpoint(spark, app, settings, checkpoint)
@@ -238,12 +248,12 @@ def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
                    if control is not None and control.schema is not None else None)
     restored = restored_from(spark, checkpoint) if app.keyed is not None else None
     labels = bucket_labels(spark, app, settings, checkpoint)
-    state = state_watch(spark, app, settings, labels)
+    state = state_watch(spark, app, settings, labels, figures)
     envelopes = assemble(raw, app, settings, quality_gate(app, settings), control_raw,
                          labels, restored, None if restore is None else restore.initial_state,
                          figures=None if state is None else state.figures)
     writer = BatchWriter(spark, app, settings, checkpoint, faults or FaultPlan.from_env(),
-                         state, SinkLedger(spark, checkpoint))
+                         state, SinkLedger(spark, checkpoint), figures)
     stream = (envelopes.writeStream.queryName(app.name)
               .option("checkpointLocation", checkpoint)
               .foreachBatch(writer))
@@ -335,14 +345,17 @@ def newest_commit(spark: SparkSession, checkpoint: str) -> int:
 
 
 def note_restart(app: AppDefinition, settings: PlatformSettings, failure: BaseException,
-                 pause_s: float | None, budget) -> None:
+                 pause_s: float | None, budget, figures: AppFigures | None = None) -> None:
     """One line per failure in ``<metrics_dir>/<app>.restarts.jsonl``: its cause, and the
-    restart it led to (``restart`` null: the app stopped)."""
+    restart it led to (``restart`` null: the app stopped); the same to ``figures``."""
     from shared.runtime.json_lines import Rotation, append_line
     from shared.runtime.restarts import cause_summary
 
-    append_line(Path(settings.metrics_dir) / f"{app.name}.restarts.jsonl", {
+    record = {
         "time": time.time(), "app": app.name, "cause": cause_summary(failure),
         "failures_in_window": len(budget.failures),
-        "restart": budget.restarts if pause_s is not None else None, "pause_s": pause_s},
-        Rotation.of(settings))
+        "restart": budget.restarts if pause_s is not None else None, "pause_s": pause_s}
+    if figures is not None:
+        figures.restart(record)
+    append_line(Path(settings.metrics_dir) / f"{app.name}.restarts.jsonl", record,
+                Rotation.of(settings))

@@ -24,10 +24,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shared.keyed.bucket_labels import spark_partition_of
 from shared.keyed.bucketed.figures import StateFigures
 from shared.runtime.json_lines import NEVER, Rotation, append_line
+
+if TYPE_CHECKING:
+    from shared.runtime.prometheus import AppFigures
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,7 @@ class StateGuard:
     metrics_file: Path | None = None
     rotation: Rotation = NEVER  # of metrics_file
     policy: str = ""  # the app's overflow policy, for the record
+    figures: AppFigures | None = None  # for Prometheus: the record, as written
     warn: Callable[[str], None] = log.warning
     _partitions: dict[int, _Partition] = field(default_factory=dict)
     _trimmed_before: bool = False
@@ -70,16 +75,17 @@ class StateGuard:
             self._trimmed_before = True
         for warning in warnings:
             self.warn(warning)
+        record = {
+            "event": "state", "batchId": batch_id, "app": self.app, "state": self.state,
+            "policy": self.policy,
+            "partitions": [{"partition": p, **t} for p, t in sorted(totals.items())],
+            "evictedKeysTotal": sum(f.evicted_keys_total for f in figures.buckets.values()),
+            "refusedKeysTotal": figures.refused_keys,
+            "trimmedEntriesTotal": figures.trimmed_entries, "warnings": warnings}
+        if self.figures is not None:
+            self.figures.state(record)
         if self.metrics_file is not None:
-            append_line(self.metrics_file, {
-                "event": "state", "batchId": batch_id, "app": self.app, "state": self.state,
-                "policy": self.policy,
-                "partitions": [{"partition": p, **t} for p, t in sorted(totals.items())],
-                "evictedKeysTotal": sum(f.evicted_keys_total
-                                        for f in figures.buckets.values()),
-                "refusedKeysTotal": figures.refused_keys,
-                "trimmedEntriesTotal": figures.trimmed_entries, "warnings": warnings},
-                self.rotation)
+            append_line(self.metrics_file, record, self.rotation)
         return warnings
 
     def totals(self, figures: StateFigures) -> dict[int, dict]:
@@ -133,7 +139,8 @@ def with_state_caps(processor, settings):
     return capped
 
 
-def guard_for(app, settings, labels: Sequence[int], spec) -> StateGuard:
+def guard_for(app, settings, labels: Sequence[int], spec,
+              figures: AppFigures | None = None) -> StateGuard:
     """The guard of an app's keyed operator, whose buckets are ``labels``."""
     partitions = settings.state_partitions
     bound = settings.state_warn_rows or int(
@@ -144,4 +151,4 @@ def guard_for(app, settings, labels: Sequence[int], spec) -> StateGuard:
         bounds=GuardBounds(bound, settings.state_growth_batches),
         metrics_file=Path(settings.metrics_dir) / f"{app.name}.state.jsonl",
         rotation=Rotation.of(settings),
-        policy=spec.overflow.value)
+        policy=spec.overflow.value, figures=figures)

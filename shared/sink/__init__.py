@@ -45,7 +45,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -105,6 +106,8 @@ class BatchOutcome:
     records_skipped: int
     slowest_txn_ms: float
     producers_started: int
+    # Dead letters and late records the writers committed: (stage, reason, records).
+    side: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -130,6 +133,10 @@ def summarize(batch_id: int, rows: Iterable) -> BatchOutcome:
     rows = sorted(rows, key=lambda r: r["partition"])
     written = [r for r in rows if r["outcome"] == WRITTEN]
     skipped = [r for r in rows if r["outcome"] == SKIPPED]
+    side: Counter[tuple[str, str]] = Counter()
+    for row in written:
+        for entry in row.get("side") or ():
+            side[(entry["stage"], entry["reason"])] += entry["records"]
     return BatchOutcome(
         batch_id=batch_id,
         written=tuple(r["partition"] for r in written),
@@ -137,7 +144,8 @@ def summarize(batch_id: int, rows: Iterable) -> BatchOutcome:
         records_written=sum(r["records"] for r in written),
         records_skipped=sum(r["records"] for r in skipped),
         slowest_txn_ms=max((r["txn_ms"] for r in written), default=0.0),
-        producers_started=sum(r["producers_started"] for r in rows))
+        producers_started=sum(r["producers_started"] for r in rows),
+        side=tuple((stage, reason, n) for (stage, reason), n in sorted(side.items())))
 
 
 def skip_message(outcome: BatchOutcome) -> str | None:
@@ -177,14 +185,17 @@ class ExactlyOnceKafkaSink:
     executors."""
 
     def __init__(self, config: SinkConfig, faults: FaultPlan | None = None,
-                 ledger: SinkLedger | None = None, batch_timeout_s: float = 0.0) -> None:
+                 ledger: SinkLedger | None = None, batch_timeout_s: float = 0.0,
+                 observe: Callable[[BatchOutcome], None] | None = None) -> None:
         """``ledger``: the query's checkpoint as the writers' replay checks read it (made
         before the query starts); without one, a replay is judged by batch id alone.
-        ``batch_timeout_s``: a batch still running after it is cancelled (0: never)."""
+        ``batch_timeout_s``: a batch still running after it is cancelled (0: never).
+        ``observe``: told each batch's outcome (the Prometheus figures)."""
         self.config = config
         self.faults = faults or FaultPlan.none()
         self.ledger = ledger
         self.batch_timeout_s = batch_timeout_s
+        self.observe = observe
         self.stats = SinkStats()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -202,6 +213,8 @@ class ExactlyOnceKafkaSink:
         if self.ledger is not None:
             self.ledger.committed(outcome.written)
         self._count(outcome, (time.monotonic() - started) * 1000)
+        if self.observe is not None:
+            self.observe(outcome)
         message = skip_message(outcome)
         if message:
             log.warning(message)

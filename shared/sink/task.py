@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -33,15 +33,16 @@ from shared.sink.kafka import (
     timed_out,
 )
 from shared.sink.ledger import NO_IDENTITY, BatchIdentity
+from shared.sink.side_records import SIDE_ARROW, SIDE_SCHEMA, side_records, side_rows
 
 log = logging.getLogger(__name__)
 
 EMPTY, WRITTEN, SKIPPED = "empty", "written", "skipped"
 STATS_SCHEMA = ("partition int, outcome string, records long, txn_ms double, "
-                "producers_started int")
+                f"producers_started int, side {SIDE_SCHEMA}")
 _STATS_ARROW = pa.schema([("partition", pa.int32()), ("outcome", pa.string()),
                           ("records", pa.int64()), ("txn_ms", pa.float64()),
-                          ("producers_started", pa.int32())])
+                          ("producers_started", pa.int32()), ("side", SIDE_ARROW)])
 MAX_CACHED_WRITERS = 64  # per Python worker: the writer idle longest is closed first
 # Set by a plan whose partitions are deterministic already: the writer of each envelope,
 # equal for every row of a partition (shared/runtime/pipeline.py's single path: a state
@@ -56,6 +57,8 @@ class PartitionResult:
     records: int
     txn_ms: float = 0.0  # begin_transaction to commit, when WRITTEN
     producers_started: int = 0  # new writers this task made (0: a cached one served)
+    # Dead letters and late records committed, per (stage, reason): side_records.py.
+    side: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,7 +230,8 @@ def write_partition(spec: TaskSpec, batches: Iterator[pa.RecordBatch],
         partition = _writer_of(first)
     rows = iter(()) if first is None else _chain(first, batches)
     result = write(spec, partition, rows, _CACHE if cache is None else cache)
-    yield pa.RecordBatch.from_pylist([asdict(result)], schema=_STATS_ARROW)
+    row = asdict(result) | {"side": side_rows(result.side)}
+    yield pa.RecordBatch.from_pylist([row], schema=_STATS_ARROW)
 
 
 def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
@@ -259,8 +263,9 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
             log.info("partition %d: %s; a new producer", partition, error.args[0].str())
             writer = cache.get(spec.config, partition)
     where = f"partition {partition}"
+    side: Counter[tuple[str, str]] = Counter()
     try:
-        records = produce(writer.producer, _chain(first, batches))
+        records = produce(writer.producer, _counted(_chain(first, batches), side))
         unsent = writer.producer.flush(60)
         if unsent:
             raise timed_out(f"{unsent} records not sent within 60 s")
@@ -275,7 +280,8 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
     writer.committed = marker
     txn_ms = (time.monotonic() - began) * 1000
     spec.faults.maybe_kill("sink.after_commit", spec.batch_id, where)
-    return PartitionResult(partition, WRITTEN, records, txn_ms, cache.started - started_before)
+    return PartitionResult(partition, WRITTEN, records, txn_ms, cache.started - started_before,
+                           tuple((stage, reason, n) for (stage, reason), n in sorted(side.items())))
 
 
 def _writer_of(first: pa.RecordBatch | None) -> int:
@@ -296,6 +302,14 @@ def _fail(writer: LogicalWriter, error: KafkaException, cache: WriterCache) -> N
     abort_quietly(writer.producer, error)
     if error.args[0].fatal():
         cache.drop(writer)
+
+
+def _counted(batches: Iterator[pa.RecordBatch], side: Counter[tuple[str, str]]
+             ) -> Iterator[pa.RecordBatch]:
+    """``batches`` as they are, their dead letters and late records added to ``side``."""
+    for batch in batches:
+        side.update(side_records(batch))
+        yield batch
 
 
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

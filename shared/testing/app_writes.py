@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 from shared.app.definition import AppDefinition
 from shared.ops.topics import TopicSpec
-from shared.runtime.kafka_io import REASON_HEADER
+from shared.runtime.kafka_io import REASON_HEADER, STAGE_HEADER
 from shared.testing.kafka_tools import ConsumedRecord, read_all
 
-STAGE_HEADER = "statewise.stage"  # on the records the pipeline itself set aside
 PIPELINE_STAGES = ("decode", "quality")  # where the gate rejects records
 
 

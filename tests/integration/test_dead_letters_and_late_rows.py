@@ -3,17 +3,22 @@
 Malformed records (decoding) and invalid ones (the data-quality suite) land in the
 dead-letter topic with their reason and source coordinates; records behind the
 watermark land in the late topic; the query keeps running; and the good records'
-results are exactly the oracle's.
+results are exactly the oracle's. The sink's writers count both per reason for
+Prometheus, as many as the topics hold.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from shared.runtime.kafka_io import REASON_HEADER
+from shared.runtime.kafka_io import REASON_HEADER, STAGE_HEADER
+from shared.runtime.prometheus import AppFigures
 from shared.runtime.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.canary import CANARY, CANARY_TOPICS, CanarySettings, expected_outputs
@@ -55,9 +60,20 @@ BAD_RECORDS = {  # value -> the reason the dead-letter record must give
 def canary(spark, kafka_settings, create_topics):
     create_topics(CANARY_TOPICS.all())
     settings = canary_settings(kafka_settings)
-    running = start(spark, CANARY, settings)
-    yield settings, running
+    figures = AppFigures(CANARY.name)
+    running = start(spark, CANARY, settings, figures=figures)
+    yield settings, running, figures
     running.stop()
+
+
+def counted(figures: AppFigures, name: str, *labels: str) -> Counter:
+    """A counter's samples in the exposition Prometheus scrapes, by the given labels."""
+    registry = CollectorRegistry()
+    registry.register(figures)
+    text = generate_latest(registry).decode()
+    return Counter({tuple(s.labels[label] for label in labels): s.value
+                    for family in text_string_to_metric_families(text)
+                    for s in family.samples if s.name == name})
 
 
 def topic(settings, spec) -> str:
@@ -65,7 +81,7 @@ def topic(settings, spec) -> str:
 
 
 def test_bad_records_go_to_dead_letters_and_the_query_keeps_running(canary):
-    settings, running = canary
+    settings, running, figures = canary
     bootstrap, source = settings.bootstrap_servers, topic(settings, CANARY_TOPICS.inputs[0])
     first = [good(f"card-{k}", s, T0 + s * 1000) for k in range(3) for s in range(1, 11)]
     send_json(bootstrap, source, first, "key")
@@ -91,10 +107,12 @@ def test_bad_records_go_to_dead_letters_and_the_query_keeps_running(canary):
     coordinates = {(r.headers["statewise.source.partition"],
                     r.headers["statewise.source.offset"]) for r in dead}
     assert len(coordinates) == len(BAD_RECORDS)
+    assert counted(figures, "statewise_dead_letter_records_total", "stage", "reason") == \
+        Counter((r.headers[STAGE_HEADER], r.headers[REASON_HEADER]) for r in dead)
 
 
 def test_rows_behind_the_watermark_go_to_the_late_topic(canary):
-    settings, running = canary
+    settings, running, figures = canary
     bootstrap, source = settings.bootstrap_servers, topic(settings, CANARY_TOPICS.inputs[0])
     on_time = [good("card-0", s, T0 + s * 1000) for s in range(1, 6)]
     send_json(bootstrap, source, on_time, "key")
@@ -114,6 +132,8 @@ def test_rows_behind_the_watermark_go_to_the_late_topic(canary):
     assert [json.loads(r.value) for r in routed] == [late]
     assert "behind the watermark" in routed[0].headers[REASON_HEADER]
     assert int(routed[0].headers["statewise.watermark"]) == T0 + 50_000
+    assert counted(figures, "statewise_late_records_total", "reason") == \
+        {(routed[0].headers[REASON_HEADER],): 1}
 
 
 def _sorted(records: list[dict]) -> list[dict]:

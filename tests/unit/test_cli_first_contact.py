@@ -59,6 +59,8 @@ OWN_FLAGS = [
     (["broker", "--help"], ["up,down,status"], ["--bootstrap-servers", "--app"]),
     (["cluster", "--help"], ["up,down,status", "--workers"],
      ["--bootstrap-servers", "--available-now"]),
+    (["prometheus", "--help"], ["up,down,status", "--target", "--port"],
+     ["--bootstrap-servers", "--available-now"]),
     (["topics", "--help"], ["--app", "--bootstrap-servers", "STATEWISE_BOOTSTRAP_SERVERS"],
      ["--available-now", "--rate", "--velocity-count"]),
     (["run", "--help"], ["fraud", "iot", "trading"], ["--bootstrap-servers", "--app"]),

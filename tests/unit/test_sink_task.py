@@ -278,7 +278,33 @@ def test_write_partition_yields_one_stats_row():
     (row,) = write_partition(spec(0), iter([envelopes(2)]), WriterCache(Clients(FakeBroker())),
                              partition=7)
     assert row.to_pylist()[0] | {"txn_ms": 0} == {
-        "partition": 7, "outcome": WRITTEN, "records": 2, "txn_ms": 0, "producers_started": 1}
+        "partition": 7, "outcome": WRITTEN, "records": 2, "txn_ms": 0, "producers_started": 1,
+        "side": []}
+
+
+def set_aside(n: int, stage: str, reason: str) -> pa.RecordBatch:
+    """Envelopes of records the pipeline set aside, with its stage and reason headers."""
+    return pa.RecordBatch.from_pylist(
+        [{"topic": "app.dlq", "key": None, "value": b"{}",
+          "headers": [{"key": "statewise.reason", "value": reason.encode()},
+                      {"key": "statewise.stage", "value": stage.encode()}]}
+         for _ in range(n)], schema=ENVELOPE)
+
+
+def test_a_written_share_counts_its_dead_letters_and_late_records_and_a_skipped_one_not():
+    broker = FakeBroker()
+    share = Input(envelopes(3), set_aside(2, "decode", "malformed JSON"),
+                  set_aside(1, "late", "behind the watermark"))
+    written = write(spec(0), 0, share, WriterCache(Clients(broker)))
+    assert written.side == (("decode", "malformed JSON", 2), ("late", "behind the watermark", 1))
+    (row,) = write_partition(spec(1), iter([set_aside(1, "quality", "amount < 0")]),
+                             WriterCache(Clients(broker)), partition=0)
+    assert row.to_pylist()[0]["side"] == [
+        {"stage": "quality", "reason": "amount < 0", "records": 1}]
+
+    replay = write(spec(1), 0, Input(set_aside(1, "quality", "amount < 0")),
+                   WriterCache(Clients(broker)))
+    assert replay.outcome == SKIPPED and replay.side == ()  # counted when it was written
 
 
 def test_a_partition_named_by_the_plan_writes_as_that_writer():
@@ -291,9 +317,19 @@ def test_a_partition_named_by_the_plan_writes_as_that_writer():
         next(write_partition(spec(0), iter([mixed]), WriterCache(Clients(FakeBroker()))))
 
 
-def stats(partition, outcome, records, txn_ms=0.0, started=0):
+def stats(partition, outcome, records, txn_ms=0.0, started=0, side=()):
     return {"partition": partition, "outcome": outcome, "records": records, "txn_ms": txn_ms,
-            "producers_started": started}
+            "producers_started": started,
+            "side": [{"stage": s, "reason": r, "records": n} for s, r, n in side]}
+
+
+def test_a_batch_counts_the_dead_letters_and_late_records_of_its_written_shares():
+    outcome = summarize(5, [
+        stats(0, WRITTEN, 4, side=[("decode", "malformed JSON", 1), ("late", "late", 2)]),
+        stats(1, WRITTEN, 3, side=[("decode", "malformed JSON", 2)]),
+        stats(2, SKIPPED, 9, side=[("decode", "malformed JSON", 5)]),
+        stats(3, EMPTY, 0)])
+    assert outcome.side == (("decode", "malformed JSON", 3), ("late", "late", 2))
 
 
 def test_a_batch_is_skipped_only_if_every_partition_with_records_was():

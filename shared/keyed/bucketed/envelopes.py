@@ -38,7 +38,13 @@ from shared.keyed.bucketed.spec import (
     STAGE_COLUMN,
 )
 from shared.runtime.json_encode import json_objects
-from shared.runtime.kafka_io import MAX_RECORD_BYTES, OMITTED_HEADER, OMITTED_TEXT
+from shared.runtime.kafka_io import (
+    MAX_RECORD_BYTES,
+    OMITTED_HEADER,
+    OMITTED_TEXT,
+    REASON_HEADER,
+    STAGE_HEADER,
+)
 
 ENVELOPE_SCHEMA = StructType([
     StructField("topic", StringType(), False),
@@ -124,7 +130,7 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
                   rows[SOURCE_TIMESTAMP].to_numpy(), rows[SOURCE_HEADERS].to_numpy(),
                   strict=True)
     for i, (partition, offset, timestamp_ms, kept) in enumerate(columns):
-        added = [("statewise.reason", reasons[i]), ("statewise.stage", stages[i]),
+        added = [(REASON_HEADER, reasons[i]), (STAGE_HEADER, stages[i]),
                  ("statewise.app", app), ("statewise.source.topic", source_topic),
                  ("statewise.source.partition", int(partition)),
                  ("statewise.source.offset", int(offset)),

@@ -1,0 +1,93 @@
+"""A real Prometheus server (Debian's, through shared/ops/prometheus.py) scrapes an app's
+metrics endpoint, and its query API returns each figure. No Spark: the endpoint is fed a
+recorded progress (tests/unit/data) and the lines the runner writes, in this process.
+About 6 s: Prometheus applies its targets on a 5-second tick before the first scrape."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from shared.ops.processes import free_port
+from shared.ops.prometheus import LocalPrometheus, PrometheusConfig
+from shared.runtime.metrics import progress_record
+from shared.runtime.metrics_endpoint import serve
+from shared.runtime.prometheus import AppFigures
+from shared.sink import summarize
+
+pytestmark = pytest.mark.integration
+
+PROGRESS = Path(__file__).parent.parent / "unit" / "data" / "progress_kafka_aggregation.json"
+NOW = datetime.fromisoformat("2026-11-22T07:25:00Z").timestamp()
+Q = 'app="cap",query="cap_counts"'
+# PromQL -> the value Prometheus must return for it.
+EXPECTED = {
+    f"statewise_input_rows_per_second{{{Q}}}": 9.5,
+    f"statewise_processed_rows_per_second{{{Q}}}": 119.1,
+    f"statewise_batch_duration_seconds{{{Q}}}": 0.831,
+    f"statewise_watermark_delay_seconds{{{Q}}}": 68.103,
+    f'statewise_state_rows{{{Q},operator="stateStoreSave"}}': 21,
+    f'statewise_state_memory_bytes{{{Q},operator="stateStoreSave"}}': 1837588,
+    f'statewise_kafka_avg_offsets_behind_latest{{{Q},source="KafkaV2[Subscribe[cap.events]]"}}':
+        1,
+    f'statewise_kafka_max_offsets_behind_latest{{{Q},source="KafkaV2[Subscribe[cap.events]]"}}':
+        1,
+    'statewise_keyed_state_rows{app="cap",partition="0"}': 7,
+    'statewise_keyed_state_bytes{app="cap",partition="0"}': 150,
+    'statewise_dead_letter_records_total{app="cap",stage="decode",reason="malformed JSON"}': 2,
+    'statewise_late_records_total{app="cap",reason="too late"}': 3,
+    'statewise_sink_batches_total{app="cap",outcome="skipped"}': 1,
+    'statewise_query_restarts_total{app="cap"}': 1,
+}
+
+
+def fed_figures() -> AppFigures:
+    """What a keyed app's runner feeds after a batch, a replay and a restart."""
+    figures = AppFigures("cap", clock=lambda: NOW)
+    figures.query_event(progress_record(json.loads(PROGRESS.read_text())))
+    figures.state({"event": "state", "batchId": 1, "app": "cap", "partitions": [
+        {"partition": 0, "buckets": 2, "keys": 3, "rows": 7, "bytes": 150}],
+        "evictedKeysTotal": 0, "refusedKeysTotal": 0, "trimmedEntriesTotal": 0,
+        "warnings": []})
+    figures.restart({"app": "cap", "cause": "RuntimeError: boom", "restart": 1})
+    figures.sink_batch(summarize(1, [{"partition": 0, "outcome": "skipped", "records": 5,
+                                      "txn_ms": 0.0, "producers_started": 1, "side": []}]))
+    figures.sink_batch(summarize(2, [{"partition": 0, "outcome": "written", "records": 6,
+                                      "txn_ms": 3.0, "producers_started": 0, "side": [
+        {"stage": "decode", "reason": "malformed JSON", "records": 2},
+        {"stage": "late", "reason": "too late", "records": 3}]}]))
+    return figures
+
+
+def returned(server: LocalPrometheus, promql: str, timeout_s: float) -> float:
+    """The query's one value, once a scrape has brought it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = server.query(promql)
+        if result:
+            [series] = result
+            return float(series["value"][1])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Prometheus returned nothing for {promql} in {timeout_s} s")
+        time.sleep(0.2)
+
+
+def test_a_real_prometheus_scrapes_every_figure_of_the_endpoint(tmp_path: Path) -> None:
+    endpoint = serve(fed_figures())
+    server = LocalPrometheus(PrometheusConfig(
+        targets=(endpoint.address,), home=tmp_path / "prometheus", port=free_port()))
+    try:
+        server.start()
+        assert returned(server, 'up{job="statewise"}', timeout_s=15) == 1
+        for promql, expected in EXPECTED.items():
+            assert returned(server, promql, timeout_s=5) == pytest.approx(expected), promql
+        [series] = server.query('statewise_query_active{app="cap"}')
+        assert series["metric"]["instance"] == endpoint.address
+    finally:
+        server.stop()
+        endpoint.stop()
+    assert not server.is_running()

@@ -1,0 +1,176 @@
+"""The Prometheus exposition of an app's figures, fed what the JSON lines are fed.
+
+The progress is tests/unit/data/progress_kafka_aggregation.json, a real query's batch 1
+(Kafka source lagging latest, watermark, a RocksDB aggregation); the keyed state's line
+comes from a real StateGuard, the restart's from note_restart, the sink's outcome from
+the writers' stats rows, all without a JVM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from pyspark.sql.streaming.listener import (
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryProgress,
+)
+
+from shared.keyed.bucketed.figures import BucketFigures, StateFigures
+from shared.runtime import prometheus
+from shared.runtime.metrics import MetricsListener, progress_record
+from shared.runtime.prometheus import AppFigures
+from shared.runtime.restarts import RestartBudget, RestartPolicy
+from shared.runtime.runner import note_restart
+from shared.runtime.state_guard import GuardBounds, StateGuard
+from shared.sink import summarize
+from shared.sink import task as sink_task
+
+DATA = Path(__file__).parent / "data"
+NOW = datetime.fromisoformat("2026-11-22T07:25:00Z").timestamp()
+QUERY = {"app": "cap", "query": "cap_counts"}
+
+
+@pytest.fixture()
+def progress() -> dict:
+    return json.loads((DATA / "progress_kafka_aggregation.json").read_text())
+
+
+def samples(figures: AppFigures) -> dict[tuple[str, frozenset], float]:
+    """Every sample of the exposition, as Prometheus reads it: (name, labels) -> value."""
+    registry = CollectorRegistry()
+    registry.register(figures)
+    text = generate_latest(registry).decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    return found[name, frozenset(labels.items())]
+
+
+def test_a_progress_line_gives_rates_duration_watermark_state_and_kafka_lag(progress):
+    figures = AppFigures("cap", clock=lambda: NOW)
+    figures.query_event(progress_record(progress))
+
+    found = samples(figures)
+    assert value(found, "statewise_input_rows_per_second", **QUERY) == 9.5
+    assert value(found, "statewise_processed_rows_per_second", **QUERY) == 119.1
+    assert value(found, "statewise_batch_duration_seconds", **QUERY) == 0.831
+    assert value(found, "statewise_batch_input_rows", **QUERY) == 99
+    assert value(found, "statewise_last_batch_id", **QUERY) == 1
+    assert value(found, "statewise_query_active", **QUERY) == 1
+    watermark = datetime.fromisoformat("2026-11-22T07:23:51.897Z").timestamp()
+    assert value(found, "statewise_watermark_timestamp_seconds", **QUERY) == watermark
+    # The delay is measured when Prometheus scrapes: it grows while the query stalls.
+    assert value(found, "statewise_watermark_delay_seconds", **QUERY) == \
+        pytest.approx(68.103)
+    operator = {**QUERY, "operator": "stateStoreSave"}
+    assert value(found, "statewise_state_rows", **operator) == 21
+    assert value(found, "statewise_state_memory_bytes", **operator) == 1837588
+    source = {**QUERY, "source": "KafkaV2[Subscribe[cap.events]]"}
+    assert value(found, "statewise_kafka_avg_offsets_behind_latest", **source) == 1.0
+    assert value(found, "statewise_kafka_max_offsets_behind_latest", **source) == 1
+
+
+def test_keyed_state_restarts_and_the_sinks_outcomes_are_counted(tmp_path):
+    figures = AppFigures("cap", clock=lambda: NOW)
+    guard = StateGuard(app="cap", state="keyed by id", partition_of={0: 0, 1: 0, 2: 1},
+                       bounds=GuardBounds(warn_rows=5, growth_batches=0), figures=figures,
+                       warn=lambda _: None)
+    guard.after_batch(3, StateFigures(buckets={
+        0: BucketFigures(keys=2, rows=4, bytes=100, evicted_keys_total=1),
+        1: BucketFigures(keys=1, rows=3, bytes=50, evicted_keys_total=0),
+        2: BucketFigures(keys=1, rows=1, bytes=None, evicted_keys_total=0)},
+        refused_keys=4, trimmed_entries=6))
+    budget = RestartBudget(RestartPolicy(2, 600, 1, 60))
+    app = type("App", (), {"name": "cap"})()
+    settings = type("Settings", (), {"metrics_dir": tmp_path, "metrics_max_bytes": 0,
+                                     "metrics_keep": 1})()
+    for _ in range(2):  # a restart, then the failure that stops the app
+        note_restart(app, settings, RuntimeError("boom"), budget.failed(), budget, figures)
+    replayed = summarize(7, [{"partition": 0, "outcome": sink_task.SKIPPED, "records": 5,
+                              "txn_ms": 0.0, "producers_started": 1, "side": []}])
+    written = summarize(8, [{"partition": 0, "outcome": sink_task.WRITTEN, "records": 6,
+                             "txn_ms": 3.0, "producers_started": 0, "side": [
+                                 {"stage": "decode", "reason": "malformed JSON", "records": 2},
+                                 {"stage": "late", "reason": "too late", "records": 3}]}])
+    for outcome in (replayed, written):
+        figures.sink_batch(outcome)
+
+    found = samples(figures)
+    assert value(found, "statewise_keyed_state_keys", app="cap", partition="0") == 3
+    assert value(found, "statewise_keyed_state_rows", app="cap", partition="0") == 7
+    assert value(found, "statewise_keyed_state_bytes", app="cap", partition="0") == 150
+    assert ("statewise_keyed_state_bytes", frozenset({"app": "cap", "partition": "1"}.items())
+            ) not in found  # a size not known is left out, not shown as 0
+    assert value(found, "statewise_keyed_state_evicted_keys_total", app="cap") == 1
+    assert value(found, "statewise_keyed_state_refused_keys_total", app="cap") == 4
+    assert value(found, "statewise_keyed_state_trimmed_entries_total", app="cap") == 6
+    assert value(found, "statewise_keyed_state_warnings_total", app="cap") == 2  # rows, trim
+    assert value(found, "statewise_query_failures_total", app="cap") == 2
+    assert value(found, "statewise_query_restarts_total", app="cap") == 1
+    assert value(found, "statewise_sink_batches_total", app="cap", outcome="skipped") == 1
+    assert value(found, "statewise_sink_batches_total", app="cap", outcome="written") == 1
+    assert value(found, "statewise_sink_batches_total", app="cap", outcome="empty") == 0
+    assert value(found, "statewise_sink_records_total", app="cap", outcome="skipped") == 5
+    assert value(found, "statewise_dead_letter_records_total", app="cap", stage="decode",
+                 reason="malformed JSON") == 2
+    assert value(found, "statewise_late_records_total", app="cap", reason="too late") == 3
+    # The JSON lines say the same.
+    assert (tmp_path / "cap.restarts.jsonl").read_text().count("\n") == 2
+
+
+def test_the_listener_feeds_every_line_it_writes(tmp_path, progress):
+    figures = AppFigures("cap", clock=lambda: NOW)
+    listener = MetricsListener(tmp_path, figures=figures)
+    query_id, run_id = uuid.UUID(progress["id"]), uuid.UUID(progress["runId"])
+
+    listener.onQueryStarted(QueryStartedEvent(query_id, run_id, "cap_counts", "t0", set()))
+    listener.onQueryProgress(QueryProgressEvent(StreamingQueryProgress.fromJson(progress)))
+    assert value(samples(figures), "statewise_last_batch_id", **QUERY) == 1
+    listener.onQueryTerminated(QueryTerminatedEvent(query_id, run_id, None, None))
+
+    found = samples(figures)
+    assert value(found, "statewise_query_active", **QUERY) == 0
+    assert value(found, "statewise_input_rows_per_second", **QUERY) == 9.5  # kept
+
+
+def test_no_watermark_yet_shows_no_watermark_and_twin_operators_stay_apart(progress):
+    progress["eventTime"]["watermark"] = "1970-01-01T00:00:00.000Z"
+    progress["stateOperators"].append(dict(progress["stateOperators"][0], numRowsTotal=5))
+    figures = AppFigures("cap", clock=lambda: NOW)
+    figures.query_event(progress_record(progress))
+
+    found = samples(figures)
+    assert not [key for key in found if key[0].startswith("statewise_watermark")]
+    assert value(found, "statewise_state_rows", **QUERY, operator="stateStoreSave") == 21
+    assert value(found, "statewise_state_rows", **QUERY, operator="stateStoreSave#2") == 5
+
+
+def test_a_feed_that_cannot_read_its_record_logs_and_never_raises(caplog):
+    figures = AppFigures("cap")
+    with caplog.at_level(logging.ERROR):
+        figures.state({"partitions": "not a list"})
+        figures.sink_batch(object())
+        figures.state({"partitions": "not a list", "warnings": []})
+        found = samples(figures)
+
+    assert "could not take the figures of state" in caplog.text
+    assert "could not take the figures of sink_batch" in caplog.text
+    # A line that renders badly costs its own figures, not the scrape.
+    assert "could not render the keyed state figures" in caplog.text
+    assert value(found, "statewise_query_failures_total", app="cap") == 0
+
+
+def test_the_sink_outcomes_named_here_are_the_sinks():
+    assert (prometheus.WRITTEN, prometheus.SKIPPED, prometheus.EMPTY) == \
+        (sink_task.WRITTEN, sink_task.SKIPPED, sink_task.EMPTY)
