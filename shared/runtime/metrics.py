@@ -26,6 +26,8 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from shared.runtime.owner_only import FILE_MODE, owner_only_folder
+
 log = logging.getLogger(__name__)
 
 STATE_OPERATOR_FIELDS = (
@@ -128,10 +130,11 @@ def metrics_path(metrics_dir: Path, query_name_or_id: str) -> Path:
 
 
 def append_line(path: Path, record: Mapping[str, Any]) -> None:
-    """Append one record as one line with a single O_APPEND write (no torn lines)."""
+    """Append one record as one line with a single O_APPEND write (no torn lines). The
+    file and its folder are their owner's only (shared/runtime/owner_only.py)."""
     data = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    owner_only_folder(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
     try:
         view = memoryview(data)
         while view:
