@@ -37,6 +37,11 @@ from shared.testing.row_rules import rule_fails
 # epoch ms that Spark's timestamp_millis can hold (shared/runtime/kafka_io.py)
 _EVENT_MS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
 INTEGER_TYPES = (LongType, IntegerType, ShortType, ByteType)
+# The numbers Spark's JSON reader takes for each integer type; beyond them the field does
+# not decode. A byte field takes 128 to 255 too, as -128 to -1 (Jackson's getByteValue,
+# measured on Spark 4.3).
+INTEGER_RANGES = {LongType: (-(2**63), 2**63 - 1), IntegerType: (-(2**31), 2**31 - 1),
+                  ShortType: (-(2**15), 2**15 - 1), ByteType: (-128, 255)}
 _FLOATS = (DoubleType, FloatType)
 _NOT_A_FIT = object()  # a JSON value its field's type cannot hold
 
@@ -149,10 +154,17 @@ def _fit(value: Any, data_type: DataType) -> Any:
     if isinstance(value, bool):
         return _NOT_A_FIT
     if isinstance(data_type, INTEGER_TYPES):
-        return value if isinstance(value, int) else _NOT_A_FIT
+        return _integer(value, data_type)
     if isinstance(data_type, _FLOATS):
         return _float(value)
     return value  # nested types: as parsed
+
+
+def _integer(value: Any, data_type: DataType) -> Any:
+    low, high = INTEGER_RANGES[type(data_type)]
+    if not isinstance(value, int) or not low <= value <= high:
+        return _NOT_A_FIT
+    return value - 256 if isinstance(data_type, ByteType) and value > 127 else value
 
 
 def _float(value: Any) -> Any:

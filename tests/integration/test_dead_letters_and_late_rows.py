@@ -48,6 +48,9 @@ BAD_RECORDS = {  # value -> the reason the dead-letter record must give
         "field 'key' is not a valid string",
     b'{"seq": 96, "amount": 1.0, "event_time_ms": 1767225600000, "key" : {"id": 1}}':
         "field 'key' is not a valid string",
+    # Past int64 either way: Spark's reader cannot hold it; Python's json can.
+    json.dumps(good("card-1", 2**63, T0)).encode(): "field 'seq' is not a valid bigint",
+    json.dumps(good("card-1", -(2**63) - 1, T0)).encode(): "field 'seq' is not a valid bigint",
 }
 
 
