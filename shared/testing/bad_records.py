@@ -1,9 +1,9 @@
 """Bad records for any app, made from its definition: a valid record broken in each way
 the pipeline checks (not JSON, empty, a field of the wrong type, a number in a string
-field, a number beyond its integer type either way, a required field missing, each
-quality rule broken, an event time out of bounds, bytes that are not UTF-8), each with
-the reason its dead letter must give (the app's ``RecordGate``'s, which mirrors the
-pipeline's).
+field, a number beyond its integer type either way, a required field missing, its key
+field null or empty, each quality rule broken, an event time out of bounds, bytes that
+are not UTF-8), each with the reason its dead letter must give (the app's
+``RecordGate``'s, which mirrors the pipeline's).
 
 A rule no made value breaks alone (a not-null check on a required field, caught by
 decoding first; a pattern no candidate matches) gets no record.
@@ -60,6 +60,9 @@ def _broken(gate: RecordGate, record: dict, now_ms: int) -> Iterator[dict]:
             break
     for name in schema.required:
         yield {k: v for k, v in record.items() if k != name}
+    if schema.key_field is not None:
+        yield {**record, schema.key_field: None}
+        yield {**record, schema.key_field: ""}
     for rule in gate.rules:
         for value in _breaking(rule, gate.schema):
             broken = {**record, rule.column: value}

@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 from shared.ops.topics import RecordSchema
 from shared.quality.gate import REASON_SEPARATOR
 from shared.quality.translate import EventTimeBound, RowRule
-from shared.runtime.kafka_io import INVALID_UTF8, MAX_RECORD_BYTES
+from shared.runtime.kafka_io import EMPTY_KEY, INVALID_UTF8, MAX_RECORD_BYTES
 from shared.testing.row_rules import rule_fails
 
 # epoch ms that Spark's timestamp_millis can hold (shared/runtime/kafka_io.py)
@@ -118,6 +118,9 @@ class RecordGate:
         for name in self.schema.required:
             if record[name] is None:
                 return {}, f"missing required field '{name}'"
+        key = self.schema.key_field
+        if isinstance(self._types.get(key), StringType) and not record[key]:
+            return {}, EMPTY_KEY.format(field=key)
         time_field = self.schema.event_time_field
         if time_field and not _EVENT_MS_RANGE[0] <= record[time_field] <= _EVENT_MS_RANGE[1]:
             return {}, f"field '{time_field}' is not a valid epoch-millis time"

@@ -51,6 +51,8 @@ BAD_RECORDS = {  # value -> the reason the dead-letter record must give
     # Past int64 either way: Spark's reader cannot hold it; Python's json can.
     json.dumps(good("card-1", 2**63, T0)).encode(): "field 'seq' is not a valid bigint",
     json.dumps(good("card-1", -(2**63) - 1, T0)).encode(): "field 'seq' is not a valid bigint",
+    json.dumps(good("card-1", 95, T0) | {"key": None}).encode(): "missing required field 'key'",
+    json.dumps(good("", 94, T0)).encode(): "empty key field 'key'",
 }
 
 

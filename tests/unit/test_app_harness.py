@@ -70,6 +70,8 @@ GATE = RecordGate(
         (value(seq=2**63), "field 'seq' is not a valid bigint"),  # past int64: no bigint
         (value(seq=-(2**63) - 1), "field 'seq' is not a valid bigint"),
         (value(amount=None), "missing required field 'amount'"),
+        (value(key=None), "missing required field 'key'"),
+        (value(key=""), "empty key field 'key'"),  # before the rules: the pattern too fails
         (value(event_time_ms=10**17), "field 'event_time_ms' is not a valid epoch-millis time"),
         (value(amount=0.0), BETWEEN.reason),
         (value(amount=math.nan), BETWEEN.reason),  # Spark orders NaN above every number
@@ -109,6 +111,9 @@ def test_every_keyed_app_runs_in_memory_on_its_own_stream(name):
     assert [(r.record, r.reason) for r in harness.rejected] == [
         (record.value, reason) for record, reason in stream.bad
     ]
+    key = app.input_topic.schema.key_field
+    reasons = {reason for _, reason in stream.bad}
+    assert {f"missing required field '{key}'", f"empty key field '{key}'"} <= reasons
     assert {b"9223372036854775808", b"-9223372036854775809"} <= {
         n for record, _ in stream.bad for n in re.findall(rb"-?\d{19}", record.value)}
     assert harness.watermark_ms > 0
