@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 
 from shared.quality.naming import describe
+from shared.runtime.owner_only import owner_only_folder, write_owner_only
 
 if TYPE_CHECKING:  # seconds to import: only the functions that validate import it
     from great_expectations.core.expectation_suite import ExpectationSuite
@@ -119,7 +120,7 @@ def result_file_name(validated_at: datetime) -> str:
 def _write_atomically(path: Path, text: str) -> None:
     # A reader of latest.json never sees half a file.
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
+    write_owner_only(partial, text)  # it quotes input values
     os.replace(partial, path)
 
 
@@ -150,7 +151,7 @@ def validate_sample(df: DataFrame, suite: ExpectationSuite, results_dir: Path, n
     validated_at = clock()
     result = run_suite(df, suite, name, result_format)
     folder = Path(results_dir) / name
-    folder.mkdir(parents=True, exist_ok=True)
+    owner_only_folder(folder)
     path = folder / result_file_name(validated_at)
     summary = summarize(result, name=name, suite_name=suite.name, validated_at=validated_at)
     summary |= {"path": str(path), "latest": str(folder / LATEST)}

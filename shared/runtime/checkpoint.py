@@ -7,6 +7,8 @@ import json
 
 from pyspark.sql import SparkSession
 
+from shared.runtime.owner_only import FILE_MODE
+
 
 def read_text(spark: SparkSession, path: str) -> str | None:
     """The whole text of a (small) file, or None when it does not exist."""
@@ -45,7 +47,8 @@ def query_id(spark: SparkSession, checkpoint: str) -> str:
 
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:
-    """Write a (small) file whole, replacing it."""
+    """Write a (small) file whole, replacing it; on a local filesystem its owner's only
+    (Hadoop makes it 0o644; shared/runtime/owner_only.py)."""
     jvm = spark.sparkContext._jvm
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
@@ -54,6 +57,8 @@ def write_text(spark: SparkSession, path: str, text: str) -> None:
         stream.write(bytearray(text.encode("utf-8")))
     finally:
         stream.close()
+    if fs.getScheme() == "file":
+        fs.setPermission(hadoop_path, jvm.org.apache.hadoop.fs.permission.FsPermission(FILE_MODE))
 
 
 def has_started(spark: SparkSession, checkpoint: str) -> bool:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shared.runtime.owner_only import FILE_MODE, owner_only_folder
+
 _WRITING = threading.Lock()  # one append or rotation at a time in this process
 
 
@@ -57,14 +59,15 @@ def rotated(path: Path, generation: int) -> Path:
 
 def append_line(path: Path, record: Mapping[str, Any], rotation: Rotation = NEVER) -> None:
     """Append one record as one line with a single O_APPEND write (no torn lines), after
-    rotating the file if this line would take it past ``rotation.max_bytes``."""
+    rotating the file if this line would take it past ``rotation.max_bytes``. The file and
+    its folder are their owner's only (shared/runtime/owner_only.py)."""
     path = Path(path)
     data = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    owner_only_folder(path.parent)
     with _WRITING:
         if rotation.due(_size(path), len(data)):
             _rotate(path, rotation.keep)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
         try:
             view = memoryview(data)
             while view:

@@ -75,6 +75,7 @@ class Decoded:
 
 
 INVALID_UTF8 = "invalid UTF-8: the value is not UTF-8 text"
+EMPTY_KEY = "empty key field '{field}'"
 
 
 def parse(raw: DataFrame, schema: RecordSchema) -> DataFrame:
@@ -129,6 +130,11 @@ def _decode_reason(schema: RecordSchema) -> Column:
     for name in schema.required:
         reason = reason.when(parsed[name].isNull(),
                              F.lit(f"missing required field '{name}'"))
+    key = schema.key_field
+    if key in schema.field_names and isinstance(schema.struct[key].dataType, StringType):
+        # An id "" is no id: every such record would share one key's state.
+        reason = reason.when(parsed[key].isNull() | (parsed[key] == ""),
+                             F.lit(EMPTY_KEY.format(field=key)))
     if schema.event_time_field:
         millis = parsed[schema.event_time_field]
         reason = reason.when(

@@ -35,6 +35,7 @@ from shared.app.definition import AppDefinition
 from shared.runtime import kafka_clients
 from shared.runtime.checkpoint import query_id
 from shared.runtime.kafka_io import parse, read_topics
+from shared.runtime.owner_only import prepare_app_folders
 from shared.runtime.runner import quality_gate
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
@@ -183,6 +184,7 @@ def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSetti
     gate = quality_gate(rt.app, settings)
     schema = rt.app.input_topic.schema
     checkpoint, dead_checkpoint = checkpoint_paths(rt, settings)
+    prepare_app_folders(settings, (checkpoint, dead_checkpoint))  # before Spark writes
     # Two sources, not one read twice (Real-Time Mode would refuse identical sources in
     # one plan anyway). A real-time batch reads as it goes: no per-trigger cap.
     source_settings = settings if trigger else replace(settings, max_offsets_per_trigger=0)

@@ -35,6 +35,7 @@ from shared.runtime.checkpoint_lock import lock_checkpoint, unlock_checkpoint
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import connection
 from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
+from shared.runtime.owner_only import prepare_app_folders
 from shared.runtime.pipeline import LATE_EVENT_TIME, assemble
 from shared.runtime.state_guard import StateGuard, guard_for, with_state_caps
 from shared.settings import PlatformSettings
@@ -221,6 +222,7 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     checkpoint, ``CheckpointDamaged`` on a damaged one, ``OutputMismatch`` on a new one
     whose app has written output before. The checkpoint's lock is held until ``stop``."""
     checkpoint = checkpoint_path(app, settings)
+    prepare_app_folders(settings, [checkpoint])  # before Spark writes in them
     took_lock = lock_checkpoint(checkpoint, app.name)
     try:
         return _start(spark, app, settings, checkpoint, available_now, faults, restore,

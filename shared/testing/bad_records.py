@@ -1,8 +1,9 @@
 """Bad records for any app, made from its definition: a valid record broken in each way
-the pipeline checks (not JSON, empty, a field of the wrong type, a required field
-missing, each quality rule broken, an event time out of bounds, bytes that are not
-UTF-8), each with the reason
-its dead letter must give (the app's ``RecordGate``'s, which mirrors the pipeline's).
+the pipeline checks (not JSON, empty, a field of the wrong type, a number in a string
+field, a number beyond its integer type either way, a required field missing, its key
+field null or empty, each quality rule broken, an event time out of bounds, bytes that
+are not UTF-8), each with the reason its dead letter must give (the app's
+``RecordGate``'s, which mirrors the pipeline's).
 
 A rule no made value breaks alone (a not-null check on a required field, caught by
 decoding first; a pattern no candidate matches) gets no record.
@@ -19,7 +20,7 @@ from pyspark.sql.types import DoubleType, FloatType, StringType
 
 from shared.generation.producer import OutgoingRecord
 from shared.quality.translate import RowRule
-from shared.testing.record_gate import INTEGER_TYPES, RecordGate
+from shared.testing.record_gate import INTEGER_RANGES, INTEGER_TYPES, RecordGate
 
 # Texts tried against pattern checks, for one that fails (or passes) the pattern.
 _TEXTS = ("", "!", "~ ~", "0", "zzzz", "é")
@@ -51,8 +52,17 @@ def _broken(gate: RecordGate, record: dict, now_ms: int) -> Iterator[dict]:
         if isinstance(field.dataType, StringType):  # a number where text belongs
             yield {**record, field.name: 12345}
             break
+    for field in schema.struct.fields:
+        if isinstance(field.dataType, INTEGER_TYPES):  # one past each end (int64: a bigint)
+            low, high = INTEGER_RANGES[type(field.dataType)]
+            yield {**record, field.name: high + 1}
+            yield {**record, field.name: low - 1}
+            break
     for name in schema.required:
         yield {k: v for k, v in record.items() if k != name}
+    if schema.key_field is not None:
+        yield {**record, schema.key_field: None}
+        yield {**record, schema.key_field: ""}
     for rule in gate.rules:
         for value in _breaking(rule, gate.schema):
             broken = {**record, rule.column: value}

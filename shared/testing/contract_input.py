@@ -6,8 +6,9 @@ show every output kind within seconds, with the settings the demo runs the app w
 else its generator's. Records the app's gate rejects go, and the rest are put in
 event-time order, so that none is late whatever the batches: the contracts add their
 own bad and late records, whose fate they know. Bad records are made from the input
-schema (its types and required fields), the quality suite's rules and the event-time
-bound, each with the reason its dead letter must carry.
+schema (its types, required fields and key field), the quality suite's rules and the
+event-time bound, each with the reason its dead letter must carry. Two valid records are
+sent with a Kafka key other than their key field's, and with none.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from shared.testing.record_gate import RecordGate
 @dataclass(frozen=True)
 class AppStream:
     settings: Any  # the app's settings for the run
-    records: list[OutgoingRecord]  # valid, in event-time order
+    records: list[OutgoingRecord]  # valid, in event-time order (two keyed otherwise)
     bad: list[tuple[OutgoingRecord, str]]  # (record, the reason its dead letter gives)
 
 
@@ -68,7 +69,17 @@ def app_stream(
     )
     field = app.input_topic.schema.event_time_field
     ordered = sorted(valid, key=lambda r: json.loads(r.value)[field])
-    return AppStream(settings, ordered, bad_records(gate, ordered[0], now_ms))
+    return AppStream(settings, _keyed_otherwise(ordered), bad_records(gate, ordered[0], now_ms))
+
+
+def _keyed_otherwise(records: list[OutgoingRecord]) -> list[OutgoingRecord]:
+    """The second record with a Kafka key its key field does not have, the third with
+    none: the pipeline reads the key field, not the Kafka key (docs/new-app.md), so both
+    are valid records of their key field's."""
+    if len(records) < 3:
+        return records
+    return [records[0], OutgoingRecord(b"not-its-key-field", records[1].value),
+            OutgoingRecord(None, records[2].value), *records[3:]]
 
 
 def _flags(app: AppDefinition) -> argparse.Namespace:

@@ -31,12 +31,17 @@ from pyspark.sql.types import (
 from shared.ops.topics import RecordSchema
 from shared.quality.gate import REASON_SEPARATOR
 from shared.quality.translate import EventTimeBound, RowRule
-from shared.runtime.kafka_io import INVALID_UTF8, MAX_RECORD_BYTES
+from shared.runtime.kafka_io import EMPTY_KEY, INVALID_UTF8, MAX_RECORD_BYTES
 from shared.testing.row_rules import rule_fails
 
 # epoch ms that Spark's timestamp_millis can hold (shared/runtime/kafka_io.py)
 _EVENT_MS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
 INTEGER_TYPES = (LongType, IntegerType, ShortType, ByteType)
+# The numbers Spark's JSON reader takes for each integer type; beyond them the field does
+# not decode. A byte field takes 128 to 255 too, as -128 to -1 (Jackson's getByteValue,
+# measured on Spark 4.3).
+INTEGER_RANGES = {LongType: (-(2**63), 2**63 - 1), IntegerType: (-(2**31), 2**31 - 1),
+                  ShortType: (-(2**15), 2**15 - 1), ByteType: (-128, 255)}
 _FLOATS = (DoubleType, FloatType)
 _NOT_A_FIT = object()  # a JSON value its field's type cannot hold
 
@@ -113,6 +118,9 @@ class RecordGate:
         for name in self.schema.required:
             if record[name] is None:
                 return {}, f"missing required field '{name}'"
+        key = self.schema.key_field
+        if isinstance(self._types.get(key), StringType) and not record[key]:
+            return {}, EMPTY_KEY.format(field=key)
         time_field = self.schema.event_time_field
         if time_field and not _EVENT_MS_RANGE[0] <= record[time_field] <= _EVENT_MS_RANGE[1]:
             return {}, f"field '{time_field}' is not a valid epoch-millis time"
@@ -149,10 +157,17 @@ def _fit(value: Any, data_type: DataType) -> Any:
     if isinstance(value, bool):
         return _NOT_A_FIT
     if isinstance(data_type, INTEGER_TYPES):
-        return value if isinstance(value, int) else _NOT_A_FIT
+        return _integer(value, data_type)
     if isinstance(data_type, _FLOATS):
         return _float(value)
     return value  # nested types: as parsed
+
+
+def _integer(value: Any, data_type: DataType) -> Any:
+    low, high = INTEGER_RANGES[type(data_type)]
+    if not isinstance(value, int) or not low <= value <= high:
+        return _NOT_A_FIT
+    return value - 256 if isinstance(data_type, ByteType) and value > 127 else value
 
 
 def _float(value: Any) -> Any:

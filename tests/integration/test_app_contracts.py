@@ -4,9 +4,11 @@ new app gets them for free. Input is made from the app's definition alone
 (shared/testing/contract_input.py): its own stream, valid and in event-time order, and
 bad and late records whose fate is known.
 
-- Bad records (not JSON, empty, a field of the wrong type, a required field missing, a
-  quality rule broken, an event time far from the Kafka timestamp) leave unchanged by
-  the dead-letter topic, with their reason and source, and the app goes on.
+- Bad records (not JSON, empty, a field of the wrong type, a number past its integer
+  type, a required field missing, the key field null or empty, a quality rule broken, an
+  event time far from the Kafka timestamp) leave unchanged by the dead-letter topic, with
+  their reason and source, and the app goes on. Two valid records are sent keyed otherwise
+  in Kafka, and not at all: the app reads their key field.
 - Records behind the watermark leave unchanged by the late topic.
 - Exactly once after a kill: the Python worker writing a batch is killed (SIGKILL)
   inside its Kafka transaction, and in another batch after its commit but before

@@ -53,6 +53,11 @@ BAD_RECORDS = {  # value -> the reason the dead-letter record must give
         "field 'key' is not a valid string",
     b'{"seq": 96, "amount": 1.0, "event_time_ms": 1767225600000, "key" : {"id": 1}}':
         "field 'key' is not a valid string",
+    # Past int64 either way: Spark's reader cannot hold it; Python's json can.
+    json.dumps(good("card-1", 2**63, T0)).encode(): "field 'seq' is not a valid bigint",
+    json.dumps(good("card-1", -(2**63) - 1, T0)).encode(): "field 'seq' is not a valid bigint",
+    json.dumps(good("card-1", 95, T0) | {"key": None}).encode(): "missing required field 'key'",
+    json.dumps(good("", 94, T0)).encode(): "empty key field 'key'",
 }
 
 
@@ -91,7 +96,11 @@ def test_bad_records_go_to_dead_letters_and_the_query_keeps_running(canary):
     # Text that merely looks like a number given to a string field is no reason.
     second[0] |= {"note": '"key": 5'}
     send_values(bootstrap, source, [(b"bad", value) for value in BAD_RECORDS])
-    send_json(bootstrap, source, second, "key")
+    # The Kafka key is not read, the key field is: a record keyed otherwise, or not at all,
+    # counts for its key field (each the last of its key's, whatever batch it lands in).
+    rekeyed = [(b"card-2", second[9]), (None, second[-1])]
+    send_json(bootstrap, source, [r for r in second if r not in (second[9], second[-1])], "key")
+    send_values(bootstrap, source, [(key, json.dumps(r).encode()) for key, r in rekeyed])
     running.query.processAllAvailable()
 
     assert running.query.isActive and running.query.exception() is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import stat
 import time
 from pathlib import Path
 
@@ -64,8 +65,8 @@ def test_exploding_keys_are_refused_under_the_cap_and_warned_about(
     assert held + len(refused) == CARDS  # every card held or refused: none lost
     assert held >= 4 * (CAP // 2) - 4 and len(refused) > CARDS // 2
 
-    lines = [json.loads(x) for x in
-             (Path(settings.metrics_dir) / "fraud.state.jsonl").read_text().splitlines()]
+    metrics = Path(settings.metrics_dir) / "fraud.state.jsonl"
+    lines = [json.loads(x) for x in metrics.read_text().splitlines()]
     assert lines[-1]["refusedKeysTotal"] == len(refused)
     assert sum(p["keys"] for p in lines[-1]["partitions"]) == held
     warnings = [w for line in lines for w in line["warnings"]]
@@ -73,3 +74,12 @@ def test_exploding_keys_are_refused_under_the_cap_and_warned_about(
     assert any("grew in 2 batches without falling" in w for w in warnings), warnings
     assert all(w.startswith("fraud: state 'keyed by card_id', partition ") for w in warnings)
     assert "policy: refuse_new" in caplog.text
+
+    # The app's folders, and the files it writes there, are their owner's only.
+    checkpoint = Path(settings.checkpoint_dir) / "fraud"
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in (
+        Path(settings.checkpoint_dir), checkpoint, Path(settings.metrics_dir), metrics,
+        checkpoint / "statewise-sink-writers.json", checkpoint / "statewise.lock")}
+    assert modes == {"checkpoints": 0o700, "fraud": 0o700, "metrics": 0o700,
+                     "fraud.state.jsonl": 0o600, "statewise-sink-writers.json": 0o600,
+                     "statewise.lock": 0o600}, {name: oct(m) for name, m in modes.items()}

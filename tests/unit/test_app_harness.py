@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from datetime import timedelta
 
@@ -66,7 +67,11 @@ GATE = RecordGate(
         (value(key=7), "field 'key' is not a valid string"),
         (value(key=["card-1"]), "field 'key' is not a valid string"),
         (value(key=7, seq="x"), "field 'seq' is not a valid bigint"),  # as Spark orders them
+        (value(seq=2**63), "field 'seq' is not a valid bigint"),  # past int64: no bigint
+        (value(seq=-(2**63) - 1), "field 'seq' is not a valid bigint"),
         (value(amount=None), "missing required field 'amount'"),
+        (value(key=None), "missing required field 'key'"),
+        (value(key=""), "empty key field 'key'"),  # before the rules: the pattern too fails
         (value(event_time_ms=10**17), "field 'event_time_ms' is not a valid epoch-millis time"),
         (value(amount=0.0), BETWEEN.reason),
         (value(amount=math.nan), BETWEEN.reason),  # Spark orders NaN above every number
@@ -81,6 +86,7 @@ def test_the_gate_decodes_as_spark_does_and_checks_the_bound_against_a_timestamp
     verdict = GATE.judge(value(amount=5, extra="ignored"))
     assert verdict.reason is None
     assert verdict.record == {"key": "card-1", "seq": 1, "amount": 5.0, "event_time_ms": T0}
+    assert GATE.judge(value(seq=2**63 - 1)).record["seq"] == 2**63 - 1
     assert GATE.judge(value(), timestamp_ms=T0 + 3_600_000).reason is None
     assert GATE.judge(value(), timestamp_ms=T0 - 3_600_001).reason == GATE.bound.reason
 
@@ -105,6 +111,11 @@ def test_every_keyed_app_runs_in_memory_on_its_own_stream(name):
     assert [(r.record, r.reason) for r in harness.rejected] == [
         (record.value, reason) for record, reason in stream.bad
     ]
+    key = app.input_topic.schema.key_field
+    reasons = {reason for _, reason in stream.bad}
+    assert {f"missing required field '{key}'", f"empty key field '{key}'"} <= reasons
+    assert {b"9223372036854775808", b"-9223372036854775809"} <= {
+        n for record, _ in stream.bad for n in re.findall(rb"-?\d{19}", record.value)}
     assert harness.watermark_ms > 0
 
 
