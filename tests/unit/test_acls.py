@@ -4,6 +4,9 @@ names are the ones the sink and the runner use, and the authorizer test
 
 from __future__ import annotations
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.topics import FRAUD
 from apps.trading.app import TRADING_APP
@@ -23,6 +26,7 @@ from shared.ops.acls import (
 from shared.runtime.kafka_clients import KafkaConnection
 from shared.settings import PlatformSettings
 from shared.sink import SinkConfig, names
+from shared.sink.kafka import not_authorized
 
 SETTINGS = PlatformSettings(topic_prefix="prod.")
 
@@ -91,3 +95,27 @@ def test_statewise_acls_prints_both_principals_lines(capsys):
            "--topic prod.fraud.transactions" in printed
     assert "--allow-principal User:app --operation Read --operation Describe " \
            "--topic prod.fraud.transactions" in printed
+
+
+@pytest.mark.parametrize(("code", "named"), [
+    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+     "WRITE and DESCRIBE on TransactionalId prefixed 'statewise-sink.fraud.' (this writer's "
+     "transactional.id is 'statewise-sink.fraud.q1.p2')"),
+    (KafkaError.GROUP_AUTHORIZATION_FAILED,
+     "READ and DESCRIBE on Group prefixed 'statewise-sink.fraud.' (this writer's marker "
+     "group is 'statewise-sink.fraud.q1.p2.marker')"),
+    (KafkaError.TOPIC_AUTHORIZATION_FAILED, "READ on 'fraud.dead-letter'"),
+])
+def test_an_authorization_failure_names_the_grant_it_lacks(code, named):
+    config = SinkConfig(sink_id="fraud.q1", kafka=KafkaConnection("unused:9092"),
+                        marker_topic="fraud.dead-letter")
+    refused = not_authorized(KafkaException(KafkaError(code, "refused")), config, 2)
+    assert refused is not None and named in str(refused)
+    assert "statewise acls APP" in str(refused)
+
+
+def test_other_failures_are_left_as_they_are():
+    config = SinkConfig(sink_id="fraud.q1", kafka=KafkaConnection("unused:9092"),
+                        marker_topic="fraud.dead-letter")
+    error = KafkaException(KafkaError(KafkaError._TIMED_OUT, "slow"))
+    assert not_authorized(error, config, 0) is None
