@@ -131,22 +131,24 @@ class SinkNotAuthorized(PermissionError):
 
 def not_authorized(error: KafkaException, config, partition: int) -> SinkNotAuthorized | None:
     """``error`` explained when it is an authorization failure of writer ``partition`` of
-    sink ``config`` (a SinkConfig), else None. The grants are shared/ops/acls.py's."""
+    sink ``config`` (a SinkConfig), else None. The grant comes first: a restart's cause is
+    cut to 300 characters (shared/runtime/restarts.py). The grants are shared/ops/acls.py's."""
     code = error.args[0].code()
     prefix = owner_prefix(owner_of(config.sink_id))
     if code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-        missing = (f"WRITE and DESCRIBE on TransactionalId prefixed {prefix!r} (this "
-                   f"writer's transactional.id is {config.transactional_id(partition)!r})")
+        missing = f"WRITE and DESCRIBE on TransactionalId prefixed {prefix!r}"
+        whose = f"its transactional.id is {config.transactional_id(partition)!r}"
     elif code == KafkaError.GROUP_AUTHORIZATION_FAILED:
-        missing = (f"READ and DESCRIBE on Group prefixed {prefix!r} (this writer's marker "
-                   f"group is {config.marker_group(partition)!r})")
+        missing = f"READ and DESCRIBE on Group prefixed {prefix!r}"
+        whose = f"its marker group is {config.marker_group(partition)!r}"
     elif code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
         missing = ("WRITE and DESCRIBE on the app's output, dead-letter and late topics, "
                    f"and READ on {config.marker_topic!r}, where its markers are committed")
+        whose = f"it writes the app's topics and commits its marker on {config.marker_topic!r}"
     else:
         return None
     return SinkNotAuthorized(
-        f"writer {partition} of sink {config.sink_id} was refused by the broker "
-        f"({error.args[0].name()}: {error.args[0].str()}): its principal lacks {missing}. "
-        "'statewise acls APP' prints every grant the app needs (docs/operations.md, "
-        "Security)")
+        f"not authorized: grant the app's principal {missing} ({error.args[0].name()} for "
+        f"writer {partition} of sink {config.sink_id}; {whose}; the broker said: "
+        f"{error.args[0].str()}). 'statewise acls APP' prints every grant the app needs "
+        "(docs/operations.md, Security)")
