@@ -33,7 +33,7 @@ def acls_main(argv: Sequence[str]) -> int:
                     "they need (docs/operations.md, Security)")
     parser.add_argument("app", choices=sorted(apps))
     parser.add_argument("--principal", type=_principal, required=True,
-                        help="the principal the app runs as, e.g. User:statewise-fraud")
+                        help="the principal the app runs as, e.g. User:statewise-APP")
     parser.add_argument("--provisioner", type=_principal, default=None,
                         help="the principal that creates the app's topics (statewise "
                              "topics); omitted: its lines are not printed")
