@@ -5,6 +5,7 @@
     statewise cluster up|down|status      (a local Spark standalone master and workers)
     statewise prometheus up --target HOST:PORT|down|status  (a local Prometheus server)
     statewise topics [--app APP]
+    statewise acls APP --principal User:NAME [--provisioner User:NAME]  (kafka-acls.sh lines)
     statewise run APP [--available-now] [settings flags...]
     statewise run APP --mode realtime      (Spark's Real-Time Mode, for apps that offer it)
     statewise produce APP [--rate N] [--count N] ...
@@ -275,6 +276,12 @@ def _topics_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def _acls_main(argv: Sequence[str]) -> int:
+    from shared.cli.acls import acls_main
+
+    return acls_main(argv)
+
+
 def _control_main(argv: Sequence[str]) -> int:
     """``statewise control APP PARAM VALUE``: a threshold change on the app's control
     topic; the version defaults to now (ms), so a later change wins."""
@@ -397,6 +404,8 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "prometheus": ("start, stop or check a local Prometheus scraping apps' metrics "
                    "endpoints", _prometheus_main),
     "topics": ("create every app's topics (idempotent)", _topics_main),
+    "acls": ("print the Kafka ACLs an app's principals need (kafka-acls.sh lines)",
+             _acls_main),
     "run": ("run an app (statewise run APP --help: its settings)", _run_main),
     "produce": ("send an app's seeded input stream to Kafka, with its ground truth",
                 _produce_main),

@@ -38,7 +38,7 @@ from shared.runtime.kafka_io import parse, read_topics
 from shared.runtime.owner_only import prepare_app_folders
 from shared.runtime.runner import quality_gate
 from shared.settings import PlatformSettings
-from shared.sink import ExactlyOnceKafkaSink, SinkConfig
+from shared.sink import ExactlyOnceKafkaSink, SinkConfig, names
 from shared.sink.ledger import SinkLedger
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def realtime_spark(settings: PlatformSettings, app_name: str) -> SparkSession:
 
 
 def checkpoint_paths(rt: RealtimeApp, settings: PlatformSettings) -> tuple[str, str]:
-    root = f"{str(settings.checkpoint_dir).rstrip('/')}/{rt.app.name}-realtime"
+    root = f"{str(settings.checkpoint_dir).rstrip('/')}/{names.realtime_owner(rt.app.name)}"
     return root, f"{root}-dead-letters"
 
 
@@ -130,7 +130,8 @@ class DeadLetterWriter:
         if self.sink is None:
             settings = self.settings
             self.sink = ExactlyOnceKafkaSink(SinkConfig(
-                sink_id=f"{self.rt.app.name}-realtime.{query_id(self.spark, self.checkpoint)}",
+                sink_id=names.sink_id(names.realtime_owner(self.rt.app.name),
+                                      query_id(self.spark, self.checkpoint)),
                 kafka=kafka_clients.connection(settings),
                 marker_topic=self.rt.app.topics.dead_letter.qualified(settings.topic_prefix)),
                 ledger=self.ledger, batch_timeout_s=settings.batch_timeout_s,

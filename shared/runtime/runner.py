@@ -39,7 +39,7 @@ from shared.runtime.owner_only import prepare_app_folders
 from shared.runtime.pipeline import LATE_EVENT_TIME, assemble
 from shared.runtime.state_guard import StateGuard, guard_for, with_state_caps
 from shared.settings import PlatformSettings
-from shared.sink import ExactlyOnceKafkaSink, SinkConfig, output_mismatch_in
+from shared.sink import ExactlyOnceKafkaSink, SinkConfig, names, output_mismatch_in
 from shared.sink.ledger import SinkLedger
 
 if TYPE_CHECKING:
@@ -101,9 +101,8 @@ class BatchWriter:
         if self.sink is None:
             # The query id lives in the checkpoint: stable across restarts, distinct
             # between deployments, so it names the transactional writer.
-            sink_id = f"{self.app.name}.{query_id(self.spark, self.checkpoint)}"
             self.sink = ExactlyOnceKafkaSink(SinkConfig(
-                sink_id=sink_id,
+                sink_id=names.sink_id(self.app.name, query_id(self.spark, self.checkpoint)),
                 kafka=connection(self.settings),
                 marker_topic=self.app.topics.dead_letter.qualified(self.settings.topic_prefix),
             ), self.faults, self.ledger, self.settings.batch_timeout_s,

@@ -55,6 +55,7 @@ from shared.runtime.checkpoint_check import OutputMismatch
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import KafkaConnection
 from shared.runtime.kafka_io import ENVELOPE_COLUMNS
+from shared.sink import names
 from shared.sink.ledger import NO_IDENTITY, SinkLedger
 from shared.sink.task import (
     EMPTY,
@@ -78,10 +79,10 @@ class SinkConfig:
     transaction_timeout_ms: int = 60_000
 
     def transactional_id(self, partition: int) -> str:
-        return f"statewise-sink.{self.sink_id}.p{partition}"
+        return names.transactional_id(self.sink_id, partition)
 
     def marker_group(self, partition: int) -> str:
-        return f"statewise-sink.{self.sink_id}.p{partition}.marker"
+        return names.marker_group(self.sink_id, partition)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from shared.runtime.checkpoint import read_text, replace_file, write_text
 from shared.runtime.checkpoint_files import HadoopFiles
+from shared.sink.names import owner_prefix
 
 log = logging.getLogger(__name__)
 WRITERS_FILE = "statewise-sink-writers.json"
@@ -92,10 +93,12 @@ def _known_writers(text: str | None) -> frozenset[int]:
 def earlier_writers(admin, app: str, marker_topic: str, timeout_s: float = 30.0) -> list[str]:
     """The marker groups of ``app``'s sink writers that committed on ``marker_topic``:
     output written by some checkpoint of this app on these topics. (The marker group is
-    ``statewise-sink.<app>.<query id>.p<writer>.marker``, shared/sink/__init__.py.)"""
+    ``statewise-sink.<app>.<query id>.p<writer>.marker``, shared/sink/names.py.) A
+    principal without DESCRIBE on those groups is shown none of them: its writers then
+    fail on their first marker read instead (docs/operations.md, Security)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-    prefix = f"statewise-sink.{app}."
+    prefix = owner_prefix(app)
     groups = [g.group_id for g in admin.list_consumer_groups().result(timeout_s).valid
               if g.group_id.startswith(prefix) and g.group_id.endswith(".marker")]
     # One group per request (the admin API's limit), all sent before any answer is read.

@@ -28,6 +28,7 @@ from shared.sink.kafka import (
     abort_quietly,
     await_learned_broker,
     kafka_clients,
+    not_authorized,
     produce,
     retrying,
     timed_out,
@@ -229,7 +230,14 @@ def write_partition(spec: TaskSpec, batches: Iterator[pa.RecordBatch],
     if partition is None:
         partition = _writer_of(first)
     rows = iter(()) if first is None else _chain(first, batches)
-    result = write(spec, partition, rows, _CACHE if cache is None else cache)
+    try:
+        result = write(spec, partition, rows, _CACHE if cache is None else cache)
+    except KafkaException as error:
+        # Spark shows the task's exception: one that names the missing ACL.
+        refused = not_authorized(error, spec.config, partition)
+        if refused is None:
+            raise
+        raise refused from error
     row = asdict(result) | {"side": side_rows(result.side)}
     yield pa.RecordBatch.from_pylist([row], schema=_STATS_ARROW)
 

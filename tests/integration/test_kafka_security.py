@@ -1,11 +1,15 @@
-"""A broker that asks for SASL (SCRAM-SHA-512) over TLS, with a test CA made at start-up:
-the security settings reach every kind of client, in each family's spelling.
-``statewise topics`` provisions through it; an app runs end to end, Spark's Kafka source
+"""A broker that asks for SASL (SCRAM-SHA-512) over TLS, with a test CA made at start-up,
+and authorizes every request with ACLs (KRaft's StandardAuthorizer): the security
+settings reach every kind of client, in each family's spelling, and an app needs no more
+than the grants shared/ops/acls.py derives for it.
+``statewise topics`` provisions through it as the admin; an app runs end to end as a
+principal holding only its grants, on topics the admin provisioned, Spark's Kafka source
 (the Java client: a JAAS configuration built from the username and password, the CA as
 a PEM truststore) reading its input and the exactly-once sink's writers (librdkafka)
-writing its alerts once; a consumer reads them back. Without the settings, with a wrong
-password or without the CA, the broker is reported unreachable. The password appears in
-no log line, metrics file or Spark setting."""
+writing its alerts once; a consumer reads them back. Without the transactional-id grant
+the sink's writer fails naming that grant. Without the settings, with a wrong password or
+without the CA, the broker is reported unreachable. No password appears in a log line,
+metrics file or Spark setting."""
 
 from __future__ import annotations
 
@@ -17,23 +21,33 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
 from shared.cli import main as cli
+from shared.ops.acls import TRANSACTIONAL_ID, acl_bindings, app_grants
 from shared.ops.broker import BrokerConfig, BrokerError, LocalBroker
 from shared.ops.processes import free_port
-from shared.ops.topics import BrokerUnreachable, require_broker
-from shared.runtime.kafka_clients import connection, spark_options
+from shared.ops.topics import BrokerUnreachable, provision, require_broker
+from shared.runtime.fault_plan import FaultPlan
+from shared.runtime.kafka_clients import admin_client, connection, spark_options
 from shared.runtime.runner import start
 from shared.settings import PlatformSettings
+from shared.sink import SinkConfig, names
+from shared.sink.kafka import SinkNotAuthorized
+from shared.sink.task import TaskSpec, WriterCache, write_partition
 from shared.testing.kafka_tools import read_all, send_json
 
 pytestmark = pytest.mark.integration
 
+# The admin (a super user) provisions topics, grants ACLs and feeds the input; the app
+# runs as APP_USER with its grants only; NO_TXN_USER has them all but the transactional id.
 USER, PASSWORD = "statewise", f"pw-{uuid.uuid4().hex[:12]}"
+APP_USER, APP_PASSWORD = "statewise-app", f"pw-{uuid.uuid4().hex[:12]}"
+NO_TXN_USER, NO_TXN_PASSWORD = "statewise-no-txn", f"pw-{uuid.uuid4().hex[:12]}"
 MECHANISM = "SCRAM-SHA-512"
 
 
@@ -41,7 +55,10 @@ MECHANISM = "SCRAM-SHA-512"
 class ScramBrokerConfig(BrokerConfig):
     """The local broker with a second listener that asks for SCRAM over TLS (the plain
     one serves the broker's own readiness checks). Its certificate, signed by a test CA,
-    names 127.0.0.1: both client families verify the host."""
+    names 127.0.0.1: both client families verify the host. Every request is authorized:
+    the plain and controller listeners authenticate no one (User:ANONYMOUS: the broker
+    itself, its readiness probe) and the admin are super users; anyone else gets what
+    ACLs grant."""
 
     sasl_port: int = 0
 
@@ -62,6 +79,9 @@ class ScramBrokerConfig(BrokerConfig):
         lines["sasl.enabled.mechanisms"] = MECHANISM
         lines[f"listener.name.sasl_ssl.{MECHANISM.lower()}.sasl.jaas.config"] = \
             "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        lines["authorizer.class.name"] = \
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        lines["super.users"] = f"User:ANONYMOUS;User:{USER}"
         lines["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
         lines["listener.name.sasl_ssl.ssl.keystore.location"] = str(
             self.home / "tls" / "broker-keystore.pem")
@@ -94,7 +114,9 @@ class ScramBroker(LocalBroker):
         result = subprocess.run(
             [*self._java(), "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
              "-c", str(properties),
-             "--add-scram", f"{MECHANISM}=[name={USER},password={PASSWORD}]"],
+             *(arg for name, password in ((USER, PASSWORD), (APP_USER, APP_PASSWORD),
+                                          (NO_TXN_USER, NO_TXN_PASSWORD))
+               for arg in ("--add-scram", f"{MECHANISM}=[name={name},password={password}]"))],
             capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise BrokerError(f"formatting storage failed: {result.stdout}{result.stderr}")
@@ -157,13 +179,44 @@ def test_statewise_topics_provisions_through_the_secured_listener(secured, monke
     assert f"created {FRAUD.inputs[0].qualified(secured.topic_prefix)}" in printed
 
 
-def test_an_app_reads_and_writes_a_secured_kafka(spark, secured, capfd):
-    assert "kafka.sasl.jaas.config" in spark_options(secured)
-    from shared.ops.topics import provision
-    from shared.runtime.kafka_clients import admin_client
+def as_user(settings: FraudSettings, user: str, password: str) -> FraudSettings:
+    return dataclasses.replace(settings, kafka_sasl_username=user, kafka_sasl_password=password)
 
+
+def grant(admin_settings: FraudSettings, grants, principal: str) -> None:
+    """Create ``grants`` for ``principal`` as the admin, and wait until the broker has them
+    (it applies ACLs as it replays the cluster's metadata, after the controller commits)."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = admin_client(admin_settings)
+    bindings = acl_bindings(grants, principal)
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+    mine = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                            AclOperation.ANY, AclPermissionType.ANY)
+    deadline = time.monotonic() + 30
+    while len(admin.describe_acls(mine).result(10)) < len(bindings):
+        assert time.monotonic() < deadline, "the broker did not show the ACLs"
+        time.sleep(0.1)
+
+
+def test_an_app_runs_exactly_once_as_a_principal_with_its_grants_only(spark, secured, capfd):
+    """The admin provisions the topics and feeds the input; the app runs as APP_USER, who
+    holds shared/ops/acls.py's grants and nothing else (no CREATE, no cluster grant)."""
+    app_settings = as_user(secured, APP_USER, APP_PASSWORD)
+    assert "kafka.sasl.jaas.config" in spark_options(app_settings)
     provision(admin_client(secured), FRAUD.all(), secured.topic_prefix,
               allow_fewer_replicas=secured.allow_fewer_replicas)
+    grant(secured, app_grants(FRAUD_APP, app_settings), f"User:{APP_USER}")
+    # statewise run provisions too: as the app, with every topic there, it creates none.
+    assert provision(admin_client(app_settings), FRAUD.all(), secured.topic_prefix,
+                     allow_fewer_replicas=secured.allow_fewer_replicas) == []
     now_ms = int(time.time() * 1000) // 1000 * 1000
     burst = [{"txn_id": f"b{i}", "card_id": "card-burst", "account_id": "acct-1",
               "amount": 25.0, "currency": "EUR", "merchant_id": "m-1",
@@ -172,7 +225,7 @@ def test_an_app_reads_and_writes_a_secured_kafka(spark, secured, capfd):
     send_json(connection(secured), FRAUD.inputs[0].qualified(secured.topic_prefix), burst,
               "card_id")
 
-    running = start(spark, FRAUD_APP, secured, available_now=True)
+    running = start(spark, FRAUD_APP, app_settings, available_now=True)
     running.query.awaitTermination(300)
     running.stop()
 
@@ -184,7 +237,39 @@ def test_an_app_reads_and_writes_a_secured_kafka(spark, secured, capfd):
     # No secret where people look: logs (the JVM's too: it shares this process's output),
     # the metrics and state files, Spark's settings (what its UI's environment shows).
     printed = capfd.readouterr()
-    assert PASSWORD not in printed.out + printed.err
-    for written in Path(secured.metrics_dir).rglob("*"):
-        assert not written.is_file() or PASSWORD not in written.read_text(errors="replace")
-    assert all(PASSWORD not in value for _, value in spark.sparkContext.getConf().getAll())
+    for password in (PASSWORD, APP_PASSWORD):
+        assert password not in printed.out + printed.err
+        for written in Path(secured.metrics_dir).rglob("*"):
+            assert not written.is_file() or password not in written.read_text(errors="replace")
+        assert all(password not in value for _, value in spark.sparkContext.getConf().getAll())
+
+
+ENVELOPE = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
+                      ("headers", pa.list_(pa.struct([("key", pa.string()),
+                                                      ("value", pa.binary())])))])
+
+
+def test_without_the_transactional_id_grant_the_sink_names_the_missing_acl(secured):
+    """The function a sink's Spark task runs, called here directly (no Spark run needed):
+    its writer's init_transactions is refused, and the error names the grant."""
+    denied = as_user(secured, NO_TXN_USER, NO_TXN_PASSWORD)
+    provision(admin_client(secured), FRAUD.all(), secured.topic_prefix,
+              allow_fewer_replicas=secured.allow_fewer_replicas)
+    grant(secured, [g for g in app_grants(FRAUD_APP, denied) if g.resource != TRANSACTIONAL_ID],
+          f"User:{NO_TXN_USER}")
+    alerts = FRAUD.outputs[0].qualified(secured.topic_prefix)
+    config = SinkConfig(sink_id=names.sink_id(FRAUD_APP.name, str(uuid.uuid4())),
+                        kafka=connection(denied),
+                        marker_topic=FRAUD.dead_letter.qualified(secured.topic_prefix))
+    batch = pa.RecordBatch.from_pylist(
+        [{"topic": alerts, "key": b"card-1", "value": b"{}", "headers": None}], schema=ENVELOPE)
+
+    with pytest.raises(SinkNotAuthorized) as refused:
+        list(write_partition(TaskSpec(config, 0, FaultPlan.none()), iter([batch]),
+                             WriterCache(), partition=0))
+    message = str(refused.value)
+    assert message.startswith("not authorized: grant the app's principal WRITE and DESCRIBE "
+                              "on TransactionalId prefixed 'statewise-sink.fraud.' "
+                              "(TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), message
+    assert config.transactional_id(0) in message
+    assert read_all(secured, alerts, idle_timeout_s=0.5) == []
