@@ -42,6 +42,9 @@ BUILT_IN = (AnnotationQuery().name("Annotations & Alerts").built_in(1).type("das
             .enable(True).hide(True).icon_color("rgba(0, 211, 255, 1)"))
 # Grafana's custom units: "ops" would read "ops/s", which these are not.
 PER_SECOND, RECORDS = "suffix: /s", "suffix: records/s"
+# Every app at first: one machine runs a few, and a panel per app is not needed to tell
+# them apart (every legend names the app).
+ALL = model.VariableOption(selected=True, text=["All"], value=["$__all"])
 RUNNING = model.ValueMap({"1": model.ValueMappingResult(text="running", color="green"),
                           "0": model.ValueMappingResult(text="stopped", color="red")})
 
@@ -169,7 +172,7 @@ def build() -> model.Dashboard:
                             .query("label_values(statewise_query_active, app)")
                             .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED)
                             .sort(model.VariableSort.ALPHABETICAL_ASC)
-                            .multi(True).include_all(True)))
+                            .multi(True).include_all(True).current(ALL)))
     # Grafana links to a panel (view, share, explore) by its id: ids in the order of the
     # panels keep those links valid from one generation to the next.
     number = 0
