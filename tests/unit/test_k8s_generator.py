@@ -15,13 +15,14 @@ from ruamel.yaml import YAML
 from shared.app.loader import registered_apps
 from shared.cli import main as cli
 from shared.ops.k8s import pins
-from shared.ops.k8s.render import manifests
+from shared.ops.k8s.render import DEFAULT_OUT, manifests
 from shared.ops.k8s.settings import K8sSettings
-from shared.ops.k8s.spark_app import DRIVER_SCRIPT
+from shared.ops.k8s.spark_app import CONNECTOR_JARS, DRIVER_SCRIPT, IMAGE_ROOT
 from shared.ops.k8s.topics import resource_name
 from shared.ops.k8s.yaml_text import documents, scalar
 from shared.settings import REPO_ROOT, from_env
 
+DOCKERFILE = DEFAULT_OUT / "Dockerfile"
 # Strings a careless YAML writer leaves bare and a reader takes for something else.
 AWKWARD = ["true", "No", "off", "y", "null", "~", "", "1", "4.3.0", "1e3", "0x1f", "-1",
            ".inf", "a: b", "#x", "x:", "*", "&a", "!t", "- x", "[1]", "{a}", "a #b", " x",
@@ -70,6 +71,25 @@ def test_the_pins_are_read_from_the_files_that_pin_them():
     connector, *_ = pins.maven_coordinates()
     assert re.fullmatch(r"org\.apache\.spark:spark-sql-kafka-0-10_2\.13:\d+\.\d+\.\d+",
                         connector)
+
+
+def test_the_image_is_built_on_the_spark_the_apps_are_tested_with():
+    text = DOCKERFILE.read_text()
+    assert f"ARG SPARK_VERSION={pins.spark_version()}\n" in text
+    assert "FROM spark:${SPARK_VERSION}-" in text
+
+
+def test_the_image_holds_what_the_manifests_point_at():
+    """The driver script, the connector jars and the project's root, where the
+    SparkApplication and the app's session look for them."""
+    text = DOCKERFILE.read_text()
+    assert (REPO_ROOT / DRIVER_SCRIPT).is_file()
+    assert f"WORKDIR {IMAGE_ROOT}\n" in text
+    assert f"COPY {DRIVER_SCRIPT} {DRIVER_SCRIPT}\n" in text
+    assert f" {CONNECTOR_JARS.relative_to(IMAGE_ROOT)}/\n" in text
+    assert f"COPY {pins.CONNECTOR_POM.relative_to(REPO_ROOT)} " in text
+    ignored = (DEFAULT_OUT / "Dockerfile.dockerignore").read_text()
+    assert f"!{DRIVER_SCRIPT}\n" in ignored
 
 
 def test_the_driver_script_is_the_statewise_command(monkeypatch, capsys):
