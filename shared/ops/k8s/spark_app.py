@@ -91,9 +91,10 @@ def _pod(app: AppDefinition, cores: int, memory: str, overhead: str) -> dict[str
         "labels": app_labels(app.name),
         "volumeMounts": [{"name": DATA_VOLUME, "mountPath": DATA_MOUNT},
                          {"name": CA_VOLUME, "mountPath": CA_MOUNT, "readOnly": True}],
-        # fsGroup: the shared volume is writable by the spark user in every pod.
+        # fsGroup: the shared volume is writable by the spark user in every pod; changed
+        # at its root only, not walked through each checkpoint's files at every pod start.
         "podSecurityContext": {"runAsNonRoot": True, "runAsUser": SPARK_UID,
-                               "fsGroup": SPARK_UID},
+                               "fsGroup": SPARK_UID, "fsGroupChangePolicy": "OnRootMismatch"},
     }
 
 
