@@ -17,6 +17,7 @@
     statewise restore APP --from PATH      (a new checkpoint from a savepoint)
     statewise repartition APP --partitions N (Spark's in-place state repartition)
     statewise new NAME                     (a new app from the template: apps/NAME/)
+    statewise k8s [APP ...] [--out DIR]    (Kubernetes manifests: deploy/k8s/README.md)
 APP: an installed app (the ``statewise.apps`` entry points) or an app folder
 (apps/NAME/app.py defining APP), shared/app/loader.py.
 Every command prints what it does; ``statewise COMMAND --help`` lists that command's
@@ -382,6 +383,12 @@ def _new_main(argv: Sequence[str]) -> int:
     return new_main(argv)
 
 
+def _k8s_main(argv: Sequence[str]) -> int:
+    from shared.ops.k8s.render import k8s_main
+
+    return k8s_main(argv)
+
+
 def _run_main(argv: Sequence[str]) -> int:
     """``statewise run APP [flags]``: picks the app; the app's own parser reads the flags."""
     apps = registered_apps()
@@ -424,6 +431,8 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "soak": ("random faults against one app while input arrives, then its outputs "
              "checked against its replay (--minutes N)", _soak_main),
     "new": ("create a new app from the template (apps/NAME/ and its tests)", _new_main),
+    "k8s": ("write Kubernetes manifests: per app a Spark operator SparkApplication and "
+            "its Strimzi KafkaTopics", _k8s_main),
 }
 
 

@@ -1,2 +1,2 @@
 """Local operations: the Kafka broker, a Spark standalone cluster, detached processes,
-topic provisioning."""
+topic provisioning; and the Kubernetes manifests that deploy the apps elsewhere (k8s/)."""
