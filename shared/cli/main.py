@@ -123,12 +123,11 @@ def run_prepared(app: AppDefinition, settings, available_now: bool, prepare) -> 
 
 def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
                        prepare=None, figures: AppFigures | None = None) -> int:
-    from shared.ops.topics import provision
+    from shared.ops.topics import provision_on
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
 
-    provision(kafka_clients.admin_client(settings), app.topics.all(), settings.topic_prefix,
-              allow_fewer_replicas=settings.allow_fewer_replicas)
+    provision_on(settings, app.topics.all())
     # The Python workers start while the driver plans the query, forked from a daemon
     # that has imported the app's modules (docs/operations.md, "Restart time").
     spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
@@ -257,7 +256,7 @@ def _prometheus_main(argv: Sequence[str]) -> int:
 
 
 def _topics_main(argv: Sequence[str]) -> int:
-    from shared.ops.topics import provision
+    from shared.ops.topics import provision_on
 
     apps = registered_apps()
     parser = argparse.ArgumentParser(prog="statewise topics",
@@ -268,8 +267,7 @@ def _topics_main(argv: Sequence[str]) -> int:
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
     specs = [s for name, a in apps.items() if args.app in (None, name) for s in a.topics.all()]
-    created = provision(kafka_clients.admin_client(settings), specs, settings.topic_prefix,
-                        allow_fewer_replicas=settings.allow_fewer_replicas)
+    created = provision_on(settings, specs)
     for spec in specs:
         name = spec.qualified(settings.topic_prefix)
         print(f"{'created' if name in created else 'exists '} {name} "
@@ -289,7 +287,7 @@ def _control_main(argv: Sequence[str]) -> int:
     import time
 
     from shared.generation.producer import OutgoingRecord, json_value, send_all
-    from shared.ops.topics import provision
+    from shared.ops.topics import provision_on
 
     apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
     parser = argparse.ArgumentParser(prog="statewise control",
@@ -308,8 +306,7 @@ def _control_main(argv: Sequence[str]) -> int:
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
     spec = apps[args.app].topics.control
-    provision(kafka_clients.admin_client(settings), [spec], settings.topic_prefix,
-              allow_fewer_replicas=settings.allow_fewer_replicas)
+    provision_on(settings, [spec])
     version = args.version if args.version is not None else int(time.time() * 1000)
     record = {"param": args.param, "value": args.value, "version": version}
     send_all(kafka_clients.tuned_producer(settings),

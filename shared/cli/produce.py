@@ -130,12 +130,9 @@ def _require_broker(settings: PlatformSettings) -> None:
 
 
 def _provision(app: AppDefinition, settings: PlatformSettings) -> str:
-    from shared.ops.topics import provision
-    from shared.runtime import kafka_clients
+    from shared.ops.topics import provision_on
 
-    admin = kafka_clients.admin_client(settings)
-    created = provision(admin, app.topics.all(), settings.topic_prefix,
-                        allow_fewer_replicas=settings.allow_fewer_replicas)
+    created = provision_on(settings, app.topics.all())
     if created:
         print(f"created topics: {', '.join(created)}", file=sys.stderr)
     return app.input_topic.qualified(settings.topic_prefix)

@@ -174,6 +174,16 @@ def replication_factors(to_create: Mapping[str, TopicSpec], live_brokers: Collec
             for name, spec in to_create.items()}
 
 
+def provision_on(settings, specs: Iterable[TopicSpec]) -> list[str]:
+    """:func:`provision` on the settings' Kafka, under their topic prefix, fewer replicas
+    allowed as they say (STATEWISE_ALLOW_FEWER_REPLICAS): what the commands and runners
+    do before they start."""
+    from shared.runtime import kafka_clients
+
+    return provision(kafka_clients.admin_client(settings), list(specs), settings.topic_prefix,
+                     allow_fewer_replicas=settings.allow_fewer_replicas)
+
+
 def provision(admin: AdminClient, specs: Iterable[TopicSpec], prefix: str = "",
               timeout_s: float = 30.0, *, allow_fewer_replicas: bool = False) -> list[str]:
     """Create the topics that are missing; return the names created. A topic whose spec

@@ -209,13 +209,12 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
                  stop_requested: threading.Event | None = None,
                  figures: AppFigures | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
-    from shared.ops.topics import provision
+    from shared.ops.topics import provision_on
     from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
 
     settings = with_enough_slots(settings, required_task_slots(rt, settings))
-    provision(kafka_clients.admin_client(settings), rt.app.topics.all(), settings.topic_prefix,
-              allow_fewer_replicas=settings.allow_fewer_replicas)
+    provision_on(settings, rt.app.topics.all())
     spark = realtime_spark(settings, f"statewise-{rt.app.name}-realtime")
     session = realtime_session(spark, rt, settings)
     register_metrics_listener(session, settings.metrics_dir, rotation=Rotation.of(settings),

@@ -14,7 +14,7 @@ from pyspark.errors import StreamingQueryException
 
 from shared.app.definition import AppDefinition
 from shared.generation.producer import OutgoingRecord, send_all
-from shared.ops.topics import provision
+from shared.ops.topics import provision_on
 from shared.runtime import kafka_clients
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.runner import checkpoint_path, start
@@ -35,8 +35,7 @@ def own_platform(platform: PlatformSettings, bootstrap: str, root: Path) -> Plat
 
 
 def create_app_topics(app: AppDefinition, settings: PlatformSettings) -> None:
-    provision(kafka_clients.admin_client(settings), list(app.topics.all()), settings.topic_prefix,
-              allow_fewer_replicas=settings.allow_fewer_replicas)
+    provision_on(settings, app.topics.all())
 
 
 def send(app: AppDefinition, settings: PlatformSettings, records: list[OutgoingRecord]) -> None:
