@@ -33,7 +33,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from shared.keyed.bucketed.spec import SOURCE_HEADERS, SOURCE_KEY, SOURCE_VALUE
+
 PYSPARK_VERSIONS = ("4.3.",)
+# Columns kept in Arrow in the UDF's frames (arrow_backed_frame): the bucketed layer's
+# source record, which only its dead-letter and late envelopes read.
+ARROW_BACKED = frozenset((SOURCE_KEY, SOURCE_VALUE, SOURCE_HEADERS))
 # What the replacement reads from the closure of pyspark's transform_with_state_func.
 CLOSURE = ("udf", "key_offsets", "value_offsets", "stateful_processor_api_client",
            "runner_conf", "output_schema", "return_type")
@@ -84,6 +89,25 @@ def key_tables(batches: Iterable[pa.RecordBatch], key_offsets: list[int],
         yield pending_key, pa.Table.from_batches(pending)
 
 
+def arrow_backed_frame(table: pa.Table, to_pandas: Callable[[pa.Table], pd.DataFrame]
+                       ) -> pd.DataFrame:
+    """``table`` as pandas, the columns of :data:`ARROW_BACKED` left in Arrow
+    (``pd.ArrowDtype``, no copy) and the rest converted by ``to_pandas``.
+
+    The bucketed layer's source columns carry each record's original key, value and
+    headers, read only for the few records it sends to the dead-letter or late topics;
+    made into a Python object per row they were a quarter of the conversion's time
+    (measured: 416 against 105 ms of CPU per 250k records of one app)."""
+    names = table.column_names
+    kept = [name for name in names if name in ARROW_BACKED]
+    if not kept:
+        return to_pandas(table)
+    converted = to_pandas(table.drop_columns(kept))
+    for name in kept:
+        converted[name] = pd.arrays.ArrowExtensionArray(table.column(name))
+    return converted[names]
+
+
 def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
@@ -110,9 +134,10 @@ def fast_transform_with_state(original: Callable) -> Callable | None:
                 int_to_decimal_coercion_enabled=conf.int_to_decimal_coercion_enabled)
 
     def frame(table: pa.Table) -> pd.DataFrame:
-        return pd.concat(ArrowBatchTransformer.to_pandas(
-            table.select(value_offsets), timezone=conf.timezone,
-            prefer_int_ext_dtype=conf.prefer_int_ext_dtype), axis=1)
+        return arrow_backed_frame(table.select(value_offsets), lambda rest: pd.concat(
+            ArrowBatchTransformer.to_pandas(rest, timezone=conf.timezone,
+                                            prefer_int_ext_dtype=conf.prefer_int_ext_dtype),
+            axis=1))
 
     def key_columns(batch: pa.RecordBatch) -> list[np.ndarray]:
         converted = ArrowBatchTransformer.to_pandas(

@@ -13,7 +13,9 @@ import pyarrow as pa
 import pyspark.worker
 from pyspark.sql.conversion import ArrowBatchTransformer
 
-from shared.keyed.tws_input import CLOSURE, key_runs, key_tables
+from shared.keyed.bucketed.envelopes import python_values
+from shared.keyed.bucketed.spec import SOURCE_HEADERS, SOURCE_KEY, SOURCE_VALUE
+from shared.keyed.tws_input import CLOSURE, arrow_backed_frame, key_runs, key_tables
 
 
 def pyspark_groups(frames, key_offsets, limit):
@@ -99,3 +101,30 @@ def test_the_installed_pyspark_has_the_closure_the_replacement_reads():
     code = nested_code(pyspark.worker.read_udfs.__code__, "transform_with_state_func")
     assert code is not None
     assert set(CLOSURE) <= set(code.co_freevars)
+
+
+def test_the_layer_source_columns_stay_arrow_and_read_back_as_the_records_sent():
+    headers_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    table = pa.table({
+        "card_id": ["c1", "c2", "c3"],
+        SOURCE_KEY: pa.array([b"c1", None, b"c3"], pa.binary()),
+        SOURCE_VALUE: pa.array([b'{"a":1}', b"\xff", None], pa.binary()),
+        SOURCE_HEADERS: pa.array([None, [{"key": "h", "value": b"v"}], []], headers_type),
+    })
+    frame = arrow_backed_frame(table, lambda rest: rest.to_pandas())
+    assert list(frame.columns) == table.column_names
+    assert frame["card_id"].dtype == object
+    assert all(isinstance(frame[c].dtype, pd.ArrowDtype)
+               for c in (SOURCE_KEY, SOURCE_VALUE, SOURCE_HEADERS))
+    picked = frame.loc[np.array([False, True, True])].reset_index(drop=True)
+    assert list(python_values(picked[SOURCE_KEY])) == [None, b"c3"]
+    assert list(python_values(picked[SOURCE_VALUE])) == [b"\xff", None]
+    headers = python_values(picked[SOURCE_HEADERS])
+    assert [dict(h) for h in headers[0]] == [{"key": "h", "value": b"v"}]
+    assert len(headers[1]) == 0
+
+
+def test_a_frame_without_source_columns_is_converted_whole():
+    table = pa.table({"bucket": [1, 2], "amount": [0.5, 1.5]})
+    frame = arrow_backed_frame(table, lambda rest: rest.to_pandas())
+    assert frame.equals(table.to_pandas())

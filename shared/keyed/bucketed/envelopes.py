@@ -127,7 +127,7 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
     the rare rows)."""
     headers = []
     columns = zip(rows[SOURCE_PARTITION].to_numpy(), rows[SOURCE_OFFSET].to_numpy(),
-                  rows[SOURCE_TIMESTAMP].to_numpy(), rows[SOURCE_HEADERS].to_numpy(),
+                  rows[SOURCE_TIMESTAMP].to_numpy(), python_values(rows[SOURCE_HEADERS]),
                   strict=True)
     for i, (partition, offset, timestamp_ms, kept) in enumerate(columns):
         added = [(REASON_HEADER, reasons[i]), (STAGE_HEADER, stages[i]),
@@ -138,14 +138,20 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
         headers.append([{"key": h["key"], "value": h["value"]} for h in kept]
                        if kept is not None else [])
         headers[-1] += [{"key": k, "value": str(v).encode()} for k, v in added]
-    values = list(rows[SOURCE_VALUE].to_numpy())
+    values = list(python_values(rows[SOURCE_VALUE]))
     for i, value in enumerate(values):
         if value is not None and len(value) > MAX_RECORD_BYTES:
             values[i] = None
             headers[i].append({"key": OMITTED_HEADER,
                                "value": (OMITTED_TEXT % len(value)).encode()})
-    return pd.DataFrame({"topic": topic, "key": list(rows[SOURCE_KEY].to_numpy()),
+    return pd.DataFrame({"topic": topic, "key": list(python_values(rows[SOURCE_KEY])),
                          "value": values, "headers": headers})
+
+
+def python_values(column: pd.Series) -> np.ndarray:
+    """Python values, None for a null: the source columns come in Arrow from Spark
+    (shared/keyed/tws_input.py) and as objects from the in-memory harness."""
+    return column.to_numpy(dtype=object, na_value=None)
 
 
 def _utf8(values: pd.Series) -> list[bytes | None]:
