@@ -108,6 +108,24 @@ def arrow_backed_frame(table: pa.Table, to_pandas: Callable[[pa.Table], pd.DataF
     return converted[names]
 
 
+def arrow_batch(frame: pd.DataFrame, output_schema, timezone: str) -> pa.RecordBatch | None:
+    """The batch pyspark's conversion makes of a UDF's result (one struct column, as
+    ``output_schema`` says), taken from the frame's Arrow data when every column is
+    Arrow-backed (the bucketed layer's envelopes); None otherwise. pyspark's own way
+    turns each value into a Python object and back, and an array column row by row."""
+    if frame.columns.empty or not all(isinstance(d, pd.ArrowDtype) for d in frame.dtypes):
+        return None
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    (field,) = output_schema.fields
+    row_type = to_arrow_type(field.dataType, timezone=timezone)
+    arrays = [frame[f.name].array.__arrow_array__().combine_chunks().cast(f.type)
+              for f in row_type]
+    # Top-level fields nullable, as pyspark's conversion makes them (wrap_struct).
+    rows = pa.StructArray.from_arrays(arrays, fields=[pa.field(f.name, f.type) for f in row_type])
+    return pa.RecordBatch.from_arrays([rows], [field.name])
+
+
 def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
@@ -128,6 +146,10 @@ def fast_transform_with_state(original: Callable) -> Callable | None:
 
     def convert(results: Iterator[pd.DataFrame]) -> Iterator[Any]:
         for result in results:
+            batch = arrow_batch(result, bound["output_schema"], conf.timezone)
+            if batch is not None:
+                yield batch
+                continue
             yield PandasToArrowConversion.convert(
                 [result], bound["output_schema"], timezone=conf.timezone, safecheck=conf.safecheck,
                 arrow_cast=True, assign_cols_by_name=conf.assign_cols_by_name,

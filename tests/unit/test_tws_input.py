@@ -11,11 +11,24 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyspark.worker
-from pyspark.sql.conversion import ArrowBatchTransformer
+from pyspark.sql.conversion import ArrowBatchTransformer, PandasToArrowConversion
+from pyspark.sql.types import StructField, StructType
 
-from shared.keyed.bucketed.envelopes import python_values
+from shared.keyed.bucketed.envelopes import (
+    ENVELOPE_SCHEMA,
+    HEADERS_ARROW,
+    arrow_envelopes,
+    envelope_rows,
+    python_values,
+)
 from shared.keyed.bucketed.spec import SOURCE_HEADERS, SOURCE_KEY, SOURCE_VALUE
-from shared.keyed.tws_input import CLOSURE, arrow_backed_frame, key_runs, key_tables
+from shared.keyed.tws_input import (
+    CLOSURE,
+    arrow_backed_frame,
+    arrow_batch,
+    key_runs,
+    key_tables,
+)
 
 
 def pyspark_groups(frames, key_offsets, limit):
@@ -128,3 +141,18 @@ def test_a_frame_without_source_columns_is_converted_whole():
     table = pa.table({"bucket": [1, 2], "amount": [0.5, 1.5]})
     frame = arrow_backed_frame(table, lambda rest: rest.to_pandas())
     assert frame.equals(table.to_pandas())
+
+
+def test_arrow_backed_envelopes_convert_as_pyspark_converts_their_python_values():
+    output_schema = StructType([StructField("_0", ENVELOPE_SCHEMA)])
+    frame = envelope_rows(
+        arrow_envelopes("out", pa.array([b"k1", None], pa.binary()),
+                        pa.array([b'{"a":1}', b"{}"], pa.binary()), pa.nulls(2, HEADERS_ARROW)),
+        arrow_envelopes("dead", pa.array([b"k2"], pa.binary()), pa.array([None], pa.binary()),
+                        pa.array([[{"key": "r", "value": b"why"}]], HEADERS_ARROW)))
+    as_objects = pd.DataFrame({name: list(python_values(frame[name])) for name in frame.columns})
+    theirs = PandasToArrowConversion.convert(
+        [as_objects], output_schema, timezone="UTC", safecheck=True, arrow_cast=True,
+        assign_cols_by_name=True, int_to_decimal_coercion_enabled=False)
+    assert arrow_batch(frame, output_schema, "UTC").equals(theirs)
+    assert arrow_batch(as_objects, output_schema, "UTC") is None  # pyspark's way, then

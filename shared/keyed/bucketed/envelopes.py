@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -55,6 +56,10 @@ ENVELOPE_SCHEMA = StructType([
         True),
 ])
 ENVELOPE_COLUMNS = tuple(ENVELOPE_SCHEMA.names)
+# The envelope columns in Arrow. Envelope frames hold them as pd.ArrowDtype columns, so
+# that they reach Spark without a Python object per value (shared/keyed/tws_input.py).
+HEADERS_ARROW = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False),
+                                    pa.field("value", pa.binary())]))
 
 
 @dataclass(frozen=True)
@@ -99,12 +104,9 @@ class EnvelopeSpec:
             fields = ([c for c in picked.columns if c != self.route_column]
                       if route.fields is None else
                       [c for c in route.fields if c in picked.columns])
-            parts.append(pd.DataFrame({
-                "topic": route.topic,
-                "key": _utf8(picked[self.key_column]),
-                "value": json_objects(picked, fields, route.raw).to_numpy(
-                    zero_copy_only=False),
-                "headers": None}))
+            parts.append(arrow_envelopes(
+                route.topic, _utf8(picked[self.key_column]),
+                json_objects(picked, fields, route.raw), pa.nulls(len(picked), HEADERS_ARROW)))
         return _rows(parts)
 
     def dead_letters(self, rows: pd.DataFrame, reasons: np.ndarray) -> pd.DataFrame:
@@ -144,8 +146,17 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
             values[i] = None
             headers[i].append({"key": OMITTED_HEADER,
                                "value": (OMITTED_TEXT % len(value)).encode()})
-    return pd.DataFrame({"topic": topic, "key": list(python_values(rows[SOURCE_KEY])),
-                         "value": values, "headers": headers})
+    return arrow_envelopes(topic, pa.array(python_values(rows[SOURCE_KEY]), pa.binary()),
+                           pa.array(values, pa.binary()), pa.array(headers, HEADERS_ARROW))
+
+
+def arrow_envelopes(topic: str, keys: pa.Array, values: pa.Array, headers: pa.Array
+                    ) -> pd.DataFrame:
+    """An envelope frame of Arrow-backed columns, every row to ``topic``."""
+    topics = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(keys), dtype=np.int32)),
+                                            pa.array([topic], pa.string()))
+    return pd.DataFrame({name: pd.arrays.ArrowExtensionArray(array) for name, array in zip(
+        ENVELOPE_COLUMNS, (topics.cast(pa.string()), keys, values, headers), strict=True)})
 
 
 def python_values(column: pd.Series) -> np.ndarray:
@@ -154,14 +165,21 @@ def python_values(column: pd.Series) -> np.ndarray:
     return column.to_numpy(dtype=object, na_value=None)
 
 
-def _utf8(values: pd.Series) -> list[bytes | None]:
-    return [None if v is None else str(v).encode() for v in values.to_numpy()]
+def _utf8(values: pd.Series) -> pa.Array:
+    """The key column as UTF-8 bytes: text as it is, any other value as its ``str``."""
+    try:
+        text = pa.array(values.to_numpy(dtype=object), pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        text = pa.array([None if v is None else str(v) for v in values.to_numpy()],
+                        pa.string())
+    return text.cast(pa.binary())
 
 
 def _rows(parts: list[pd.DataFrame]) -> pd.DataFrame:
     parts = [p for p in parts if len(p)]
     if not parts:
-        return pd.DataFrame(columns=list(ENVELOPE_COLUMNS))
+        return arrow_envelopes("", pa.array([], pa.binary()), pa.array([], pa.binary()),
+                               pa.array([], HEADERS_ARROW))
     return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
