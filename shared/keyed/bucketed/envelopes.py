@@ -100,10 +100,14 @@ class EnvelopeSpec:
             if name not in self.routes:
                 raise ValueError(f"unknown route in column {self.route_column}: {name!r}")
             route = self.routes[name]
-            picked = rows[routes == name] if len(self.routes) > 1 else rows
-            fields = ([c for c in picked.columns if c != self.route_column]
+            fields = ([c for c in rows.columns if c != self.route_column]
                       if route.fields is None else
-                      [c for c in route.fields if c in picked.columns])
+                      [c for c in route.fields if c in rows.columns])
+            # The route's columns only, then its rows: a wide frame of several routes
+            # would otherwise copy every column of every route for each.
+            picked = rows[list(dict.fromkeys([self.key_column, *fields]))]
+            if len(self.routes) > 1:
+                picked = picked[routes == name]
             parts.append(arrow_envelopes(
                 route.topic, _utf8(picked[self.key_column]),
                 json_objects(picked, fields, route.raw), pa.nulls(len(picked), HEADERS_ARROW)))
