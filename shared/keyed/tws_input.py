@@ -110,20 +110,28 @@ def arrow_backed_frame(table: pa.Table, to_pandas: Callable[[pa.Table], pd.DataF
 
 def arrow_batch(frame: pd.DataFrame, output_schema, timezone: str) -> pa.RecordBatch | None:
     """The batch pyspark's conversion makes of a UDF's result (one struct column, as
-    ``output_schema`` says), taken from the frame's Arrow data when every column is
-    Arrow-backed (the bucketed layer's envelopes); None otherwise. pyspark's own way
-    turns each value into a Python object and back, and an array column row by row."""
-    if frame.columns.empty or not all(isinstance(d, pd.ArrowDtype) for d in frame.dtypes):
+    ``output_schema`` says), taken from the frame's Arrow data, when its columns are
+    Arrow-backed (the bucketed layer's envelopes) or, for the rest, plain Python objects
+    of the column's type; None when no column is Arrow-backed. pyspark's own way turns
+    each value into a Python object and back, and an array column row by row."""
+    if not any(isinstance(d, pd.ArrowDtype) for d in frame.dtypes):
         return None
     from pyspark.sql.pandas.types import to_arrow_type
 
     (field,) = output_schema.fields
     row_type = to_arrow_type(field.dataType, timezone=timezone)
-    arrays = [frame[f.name].array.__arrow_array__().combine_chunks().cast(f.type)
-              for f in row_type]
+    arrays = [_arrow_column(frame[f.name], f.type) for f in row_type]
     # Top-level fields nullable, as pyspark's conversion makes them (wrap_struct).
     rows = pa.StructArray.from_arrays(arrays, fields=[pa.field(f.name, f.type) for f in row_type])
     return pa.RecordBatch.from_arrays([rows], [field.name])
+
+
+def _arrow_column(column: pd.Series, arrow_type: pa.DataType) -> pa.Array:
+    if isinstance(column.dtype, pd.ArrowDtype):
+        return column.array.__arrow_array__().combine_chunks().cast(arrow_type)
+    if column.dtype != object:
+        raise TypeError(f"column {column.name!r}: {column.dtype} beside Arrow-backed ones")
+    return pa.array(column.to_numpy(), arrow_type)
 
 
 def _plain(value: Any) -> Any:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from shared.app.definition import AppDefinition
+from shared.keyed.bucketed.envelopes import python_values
 from shared.runtime.pipeline import envelope_spec
 from shared.testing.app_harness import AppHarness
 from shared.testing.app_writes import Writes
@@ -118,4 +119,6 @@ def _envelopes(app: AppDefinition, settings, outputs: list[pd.DataFrame]) -> Cou
         return Counter()
     spec = envelope_spec(app, settings, app.allowed_lateness(settings))
     written = spec.outputs(pd.concat(frames, ignore_index=True))
-    return Counter(zip(written["topic"], written["key"], written["value"], strict=True))
+    # None for a null key or value, as a consumer reads it (the columns are Arrow-backed).
+    return Counter(zip(python_values(written["topic"]), python_values(written["key"]),
+                       python_values(written["value"]), strict=True))

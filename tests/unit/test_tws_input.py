@@ -16,7 +16,6 @@ from pyspark.sql.types import StructField, StructType
 
 from shared.keyed.bucketed.envelopes import (
     ENVELOPE_SCHEMA,
-    HEADERS_ARROW,
     arrow_envelopes,
     envelope_rows,
     python_values,
@@ -143,16 +142,23 @@ def test_a_frame_without_source_columns_is_converted_whole():
     assert frame.equals(table.to_pandas())
 
 
-def test_arrow_backed_envelopes_convert_as_pyspark_converts_their_python_values():
+def test_envelopes_reach_spark_as_pyspark_converts_them_by_either_path():
+    """The fast path (arrow_batch) and pyspark's own conversion, which a restore's first
+    batch takes (an operator with an initial state is not wrapped), make the same batch."""
     output_schema = StructType([StructField("_0", ENVELOPE_SCHEMA)])
+    dead_headers = np.empty(1, dtype=object)
+    dead_headers[0] = [{"key": "r", "value": b"why"}]
     frame = envelope_rows(
         arrow_envelopes("out", pa.array([b"k1", None], pa.binary()),
-                        pa.array([b'{"a":1}', b"{}"], pa.binary()), pa.nulls(2, HEADERS_ARROW)),
+                        pa.array([b'{"a":1}', b"{}"], pa.binary()), np.full(2, None, object)),
         arrow_envelopes("dead", pa.array([b"k2"], pa.binary()), pa.array([None], pa.binary()),
-                        pa.array([[{"key": "r", "value": b"why"}]], HEADERS_ARROW)))
-    as_objects = pd.DataFrame({name: list(python_values(frame[name])) for name in frame.columns})
+                        dead_headers))
     theirs = PandasToArrowConversion.convert(
-        [as_objects], output_schema, timezone="UTC", safecheck=True, arrow_cast=True,
+        [frame], output_schema, timezone="UTC", safecheck=True, arrow_cast=True,
         assign_cols_by_name=True, int_to_decimal_coercion_enabled=False)
     assert arrow_batch(frame, output_schema, "UTC").equals(theirs)
+    assert theirs.column(0).to_pylist()[2] == {
+        "topic": "dead", "key": b"k2", "value": None,
+        "headers": [{"key": "r", "value": b"why"}]}
+    as_objects = pd.DataFrame({name: list(python_values(frame[name])) for name in frame.columns})
     assert arrow_batch(as_objects, output_schema, "UTC") is None  # pyspark's way, then

@@ -56,8 +56,11 @@ ENVELOPE_SCHEMA = StructType([
         True),
 ])
 ENVELOPE_COLUMNS = tuple(ENVELOPE_SCHEMA.names)
-# The envelope columns in Arrow. Envelope frames hold them as pd.ArrowDtype columns, so
-# that they reach Spark without a Python object per value (shared/keyed/tws_input.py).
+# Envelope frames hold topic, key and value as pd.ArrowDtype columns, so that they reach
+# Spark without a Python object per value (shared/keyed/tws_input.arrow_batch), and the
+# headers as Python objects (None, or a list of {"key", "value"}): pyspark's own
+# conversion, which a restore's first batch takes, reads an array column value by value
+# and takes None, not Arrow's nulls, for a missing list.
 HEADERS_ARROW = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False),
                                     pa.field("value", pa.binary())]))
 
@@ -110,7 +113,7 @@ class EnvelopeSpec:
                 picked = picked[routes == name]
             parts.append(arrow_envelopes(
                 route.topic, _utf8(picked[self.key_column]),
-                json_objects(picked, fields, route.raw), pa.nulls(len(picked), HEADERS_ARROW)))
+                json_objects(picked, fields, route.raw), np.full(len(picked), None, object)))
         return _rows(parts)
 
     def dead_letters(self, rows: pd.DataFrame, reasons: np.ndarray) -> pd.DataFrame:
@@ -150,17 +153,22 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
             values[i] = None
             headers[i].append({"key": OMITTED_HEADER,
                                "value": (OMITTED_TEXT % len(value)).encode()})
+    listed = np.empty(len(headers), dtype=object)
+    for i, pairs in enumerate(headers):  # not listed[:] = headers: numpy would make a 2-D array
+        listed[i] = pairs
     return arrow_envelopes(topic, pa.array(python_values(rows[SOURCE_KEY]), pa.binary()),
-                           pa.array(values, pa.binary()), pa.array(headers, HEADERS_ARROW))
+                           pa.array(values, pa.binary()), listed)
 
 
-def arrow_envelopes(topic: str, keys: pa.Array, values: pa.Array, headers: pa.Array
+def arrow_envelopes(topic: str, keys: pa.Array, values: pa.Array, headers: np.ndarray
                     ) -> pd.DataFrame:
-    """An envelope frame of Arrow-backed columns, every row to ``topic``."""
+    """An envelope frame, every row to ``topic``: topic, key and value Arrow-backed, the
+    headers Python objects (see HEADERS_ARROW)."""
     topics = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(keys), dtype=np.int32)),
                                             pa.array([topic], pa.string()))
-    return pd.DataFrame({name: pd.arrays.ArrowExtensionArray(array) for name, array in zip(
-        ENVELOPE_COLUMNS, (topics.cast(pa.string()), keys, values, headers), strict=True)})
+    columns = {name: pd.arrays.ArrowExtensionArray(array) for name, array in
+               zip(ENVELOPE_COLUMNS[:3], (topics.cast(pa.string()), keys, values), strict=True)}
+    return pd.DataFrame({**columns, ENVELOPE_COLUMNS[3]: headers})
 
 
 def python_values(column: pd.Series) -> np.ndarray:
@@ -183,8 +191,20 @@ def _rows(parts: list[pd.DataFrame]) -> pd.DataFrame:
     parts = [p for p in parts if len(p)]
     if not parts:
         return arrow_envelopes("", pa.array([], pa.binary()), pa.array([], pa.binary()),
-                               pa.array([], HEADERS_ARROW))
-    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+                               np.empty(0, dtype=object))
+    return _concat(parts)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Envelope frames as one, each Arrow-backed column in one chunk: pyspark's own
+    conversion takes an Arrow array, not the chunked one a concatenation leaves."""
+    if len(frames) == 1:
+        return frames[0]
+    joined = pd.concat(frames, ignore_index=True)
+    for name in ENVELOPE_COLUMNS[:3]:
+        joined[name] = pd.arrays.ArrowExtensionArray(
+            joined[name].array.__arrow_array__().combine_chunks())
+    return joined
 
 
 def envelope_rows(*frames: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -192,6 +212,6 @@ def envelope_rows(*frames: pd.DataFrame | None) -> pd.DataFrame | None:
     present = [f for f in frames if f is not None and len(f)]
     if not present:
         return None
-    return present[0] if len(present) == 1 else pd.concat(present, ignore_index=True)
+    return _concat(present)
 
 
