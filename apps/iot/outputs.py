@@ -23,6 +23,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from apps.iot.rolling import Windows
 from apps.iot.topics import IOT
+from shared.keyed.bucketed.output_frame import output_frame
 from shared.runtime.json_encode import json_arrays, json_objects
 
 AGGREGATES, ALERTS = IOT.outputs
@@ -45,42 +46,17 @@ OUTPUT_SCHEMA = StructType([StructField(name, kind, nullable) for name, kind, nu
     ("event_time_ms", _LONG, True), ("reason", _STRING, True),
 )])
 COLUMNS = tuple(OUTPUT_SCHEMA.fieldNames())
-_DTYPES = {f.name: ("Int64" if isinstance(f.dataType, LongType) else
-                    "float64" if isinstance(f.dataType, DoubleType) else object)
-           for f in OUTPUT_SCHEMA.fields}
+_LONGS = frozenset(f.name for f in OUTPUT_SCHEMA.fields if isinstance(f.dataType, LongType))
+_DOUBLES = frozenset(f.name for f in OUTPUT_SCHEMA.fields if isinstance(f.dataType, DoubleType))
 
 
 def shaped(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
     """The frames of one call as one, every output column in order with one dtype per
-    column (nullable integers: a route's rows leave the other routes' columns null).
-
-    Filled column by column into arrays made once, not a frame per route joined by
-    ``pd.concat``: that checks every value of an all-null object column in Python
-    (32 ms against 1.3 ms for 15,000 aggregates and 50 alerts, measured)."""
+    column (nullable integers: a route's rows leave the other routes' columns null)."""
     frames = [f for f in frames if f is not None and len(f)]
     if not frames:
         return None
-    sizes = [len(f) for f in frames]
-    total, columns = sum(sizes), {}
-    for name in COLUMNS:
-        dtype = _DTYPES[name]
-        if dtype == "Int64":
-            data, missing = np.zeros(total, dtype=np.int64), np.ones(total, dtype=bool)
-        else:
-            data = np.full(total, np.nan if dtype == "float64" else None, dtype=dtype)
-        start = 0
-        for frame, size in zip(frames, sizes, strict=True):
-            if name in frame.columns:
-                column = frame[name]
-                if dtype == "Int64":
-                    longs = column if column.dtype == dtype else column.astype(dtype)
-                    data[start:start + size] = longs.to_numpy(dtype=np.int64, na_value=0)
-                    missing[start:start + size] = longs.isna().to_numpy()
-                else:
-                    data[start:start + size] = column.to_numpy(dtype=dtype)
-            start += size
-        columns[name] = pd.arrays.IntegerArray(data, missing) if dtype == "Int64" else data
-    return pd.DataFrame(columns)
+    return output_frame(COLUMNS, _LONGS, _DOUBLES, [(f, len(f)) for f in frames])
 
 
 def aggregate_frame(series_device: np.ndarray, series_metric: np.ndarray,
