@@ -103,9 +103,11 @@ def arrow_backed_frame(table: pa.Table, to_pandas: Callable[[pa.Table], pd.DataF
     if not kept:
         return to_pandas(table)
     converted = to_pandas(table.drop_columns(kept))
+    # Inserted in place rather than appended and reordered: the reorder copied every
+    # column, the source bytes with them (a quarter of this call's time).
     for name in kept:
-        converted[name] = pd.arrays.ArrowExtensionArray(table.column(name))
-    return converted[names]
+        converted.insert(names.index(name), name, pd.arrays.ArrowExtensionArray(table.column(name)))
+    return converted
 
 
 def arrow_batch(frame: pd.DataFrame, output_schema, timezone: str) -> pa.RecordBatch | None:
