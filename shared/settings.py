@@ -22,7 +22,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+# The folder holding the ``shared`` and ``apps`` packages: a clone's root, or
+# site-packages when installed from the wheel. Source files only: nothing is written here.
 REPO_ROOT = Path(__file__).resolve().parent.parent
+HOME_ENV = "STATEWISE_HOME"
+
+
+def statewise_home(environ: Mapping[str, str] = os.environ, code_root: Path = REPO_ROOT
+                   ) -> Path:
+    """Where local state (``var/``: checkpoints, metrics, the local broker's and
+    cluster's folders) and caches (``.cache/``: jars, JVM class archives) live:
+    ``STATEWISE_HOME`` if set; else the clone the code runs from (a checkout has its
+    ``pyproject.toml``), as bootstrap lays it out; else, for an installed wheel,
+    ``$XDG_DATA_HOME/statewise`` (``~/.local/share/statewise``), never site-packages."""
+    if environ.get(HOME_ENV):
+        return Path(environ[HOME_ENV]).expanduser().resolve()
+    if (code_root / "pyproject.toml").is_file():
+        return code_root
+    data = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data).expanduser() / "statewise"
+
+
+HOME = statewise_home()
 
 S = TypeVar("S")
 
@@ -105,11 +126,11 @@ class PlatformSettings:
         "(change it later only through a savepoint restore)")
     # A string, not a Path: Path("hdfs://nn/x") would collapse the URI's "//".
     checkpoint_dir: str = setting(
-        str(REPO_ROOT / "var" / "checkpoints"), "STATEWISE_CHECKPOINT_DIR",
+        str(HOME / "var" / "checkpoints"), "STATEWISE_CHECKPOINT_DIR",
         "root folder of checkpoints; each app query gets a subfolder. "
         "On a cluster this must be a shared filesystem (HDFS, S3, NFS)")
     metrics_dir: Path = setting(
-        REPO_ROOT / "var" / "metrics", "STATEWISE_METRICS_DIR",
+        HOME / "var" / "metrics", "STATEWISE_METRICS_DIR",
         "folder for per-batch metrics as JSON lines")
     # A file per query, plus <app>.state.jsonl and <app>.restarts.jsonl. A progress line is
     # about 3 kB (3.4 kB measured in a soak), so a query busy on a 1 s trigger writes about
@@ -156,6 +177,16 @@ class PlatformSettings:
         "carries on: the records lost are not counted (docs/operations.md)")
     spark_ui: bool = setting(
         False, "STATEWISE_SPARK_UI", "serve the Spark UI (bound to 127.0.0.1 only)")
+    jars_dir: Path = setting(
+        HOME / ".cache" / "jars", "STATEWISE_JARS_DIR",
+        "folder of the JVM jars scripts/bootstrap resolves (spark-kafka/: Spark's Kafka "
+        "connector; kafka-broker/: the local broker)")
+    kafka_connector: str = setting(
+        "auto", "STATEWISE_KAFKA_CONNECTOR",
+        "where Spark's Kafka connector comes from: jars (STATEWISE_JARS_DIR/spark-kafka), "
+        "packages (Maven coordinates Spark resolves from Maven Central, "
+        "shared/runtime/connector.py), or auto: the jars when present, else packages",
+        convert=OneOf("auto", "jars", "packages"))
     rocksdb_memory_mb: int = setting(
         500, "STATEWISE_ROCKSDB_MEMORY_MB",
         "bound on RocksDB memory per executor (block cache and write buffers)")

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from shared.cli.demo_io import print_outputs, produce, report_progress, say
 from shared.runtime import kafka_clients
-from shared.settings import REPO_ROOT, PlatformSettings, from_env
+from shared.settings import HOME, PlatformSettings, from_env
 
 if TYPE_CHECKING:
     from shared.app.definition import AppDefinition
@@ -86,7 +86,7 @@ def _parser(apps: list[AppDefinition], shown_name: str) -> argparse.ArgumentPars
                              "neither started nor stopped (with the security settings of "
                              "the environment, STATEWISE_KAFKA_*, and its "
                              "STATEWISE_ALLOW_FEWER_REPLICAS)")
-    parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / "var" / "demo",
+    parser.add_argument("--work-dir", type=Path, default=HOME / "var" / "demo",
                         help="where the demo keeps its checkpoints and metrics")
     parser.add_argument("--keep-broker", action="store_true",
                         help="leave the local broker running after Ctrl-C")

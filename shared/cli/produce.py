@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from shared.app.commands import GeneratorRun, RunOptions
 from shared.generation.producer import DeliveryError, OutgoingRecord, SendReport, send_all
-from shared.settings import REPO_ROOT, PlatformSettings, add_arguments, from_namespace
+from shared.settings import HOME, PlatformSettings, add_arguments, from_namespace
 
 if TYPE_CHECKING:
     from shared.app.definition import AppDefinition
     from shared.generation.truth import Chunk, TruthFiles
 
-DEFAULT_LABELS_DIR = REPO_ROOT / "var" / "labels"
+DEFAULT_LABELS_DIR = HOME / "var" / "labels"
 DEFAULT_EVENT_RATE = 1000.0  # events per second of event time when sending is unlimited
 Clock = Callable[[], float]
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.ops.processes import port_in_use, running_pid, stop_process
-from shared.settings import REPO_ROOT
+from shared.settings import HOME
 
-BROKER_JARS = REPO_ROOT / ".cache" / "jars" / "kafka-broker"
-DEFAULT_HOME = REPO_ROOT / "var" / "kafka"
+BROKER_JARS = HOME / ".cache" / "jars" / "kafka-broker"
+DEFAULT_HOME = HOME / "var" / "kafka"
 
 
 class BrokerError(RuntimeError):
@@ -159,7 +159,7 @@ class LocalBroker:
             raise BrokerError(f"no broker jars in {BROKER_JARS}: run scripts/bootstrap")
         from shared.runtime.jvm_archive import broker_java_options
 
-        log4j = REPO_ROOT / "deploy" / "kafka" / "log4j2.yaml"
+        log4j = Path(__file__).resolve().with_name("kafka-log4j2.yaml")  # package data
         # A training run (java_options) writes the archive: it must not map one as well.
         archive = [] if self.config.java_options else broker_java_options()
         return ["java", f"-Xmx{self.config.heap}", "-XX:+UseG1GC", *archive,

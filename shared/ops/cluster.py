@@ -29,7 +29,7 @@ from pathlib import Path
 import pyspark
 
 from shared.ops.processes import port_in_use, running_pid, stop_process
-from shared.settings import REPO_ROOT, add_arguments, from_namespace, setting
+from shared.settings import HOME, add_arguments, from_namespace, setting
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 HOST = "127.0.0.1"  # not a setting: this cluster is for one machine only
@@ -48,7 +48,7 @@ class ClusterSettings:
     """A local Spark standalone cluster: where it keeps its files, its ports, its workers."""
 
     home: Path = setting(
-        REPO_ROOT / "var" / "spark-cluster", "STATEWISE_CLUSTER_HOME",
+        HOME / "var" / "spark-cluster", "STATEWISE_CLUSTER_HOME",
         "folder for the daemons' logs, pid files and worker folders")
     master_port: int = setting(7077, "STATEWISE_CLUSTER_MASTER_PORT", "master RPC port")
     master_ui_port: int = setting(

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from shared.ops.processes import port_in_use, running_pid, send_signal, stop_process
-from shared.settings import REPO_ROOT
+from shared.settings import HOME
 
-DEFAULT_HOME = REPO_ROOT / "var" / "prometheus"
+DEFAULT_HOME = HOME / "var" / "prometheus"
 
 
 class PrometheusError(RuntimeError):

@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared.quality.translate import CompiledSuite, RowRule, compile_suite
-from shared.settings import REPO_ROOT
+from shared.settings import HOME, REPO_ROOT
 
 if TYPE_CHECKING:
     from great_expectations.core.expectation_suite import ExpectationSuite
 
 log = logging.getLogger(__name__)
 
-CACHE_DIR = REPO_ROOT / "var" / "cache" / "quality"
+CACHE_DIR = HOME / "var" / "cache" / "quality"
 SOURCE_PACKAGES = ("shared", "apps")
 KEEP_PER_NAME = 4  # older files of the same name are deleted when one is written
 

@@ -29,10 +29,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
-from shared.settings import REPO_ROOT, PlatformSettings
+from shared.settings import HOME, REPO_ROOT, PlatformSettings
 
 CODE_PACKAGES = ("shared", "apps")
-CODE_ARCHIVE_DIR = REPO_ROOT / "var" / "code-archives"
+CODE_ARCHIVE_DIR = HOME / "var" / "code-archives"
 PYTHON_ENV_ARCHIVE_VAR = "STATEWISE_PYTHON_ENV_ARCHIVE"
 PYTHON_ENV_ALIAS = "statewise-env"  # the folder Spark unpacks the archive into
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost"}

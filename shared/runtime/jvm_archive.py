@@ -29,9 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-from shared.settings import REPO_ROOT
+from shared.settings import HOME
 
-ARCHIVE_DIR = REPO_ROOT / ".cache" / "jvm"
+ARCHIVE_DIR = HOME / ".cache" / "jvm"
 TRAIN_FLAG = "--train"
 SPARK, KAFKA = "spark", "kafka"
 

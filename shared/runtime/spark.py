@@ -17,15 +17,16 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from shared.runtime.connector import connector_conf
 from shared.runtime.deploy import cluster_conf, executor_python, is_local
 from shared.runtime.jvm_archive import driver_java_options
 from shared.runtime.worker_daemon import PRELOAD_ENV
-from shared.settings import REPO_ROOT, PlatformSettings
+from shared.settings import PlatformSettings
 
 log = logging.getLogger(__name__)
 
-JARS_DIR = REPO_ROOT / ".cache" / "jars"
-LOG4J_CONFIG = REPO_ROOT / "deploy" / "spark" / "log4j2.properties"
+# Spark's logging configuration, shipped in the package (installed or not).
+LOG4J_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
 # The JVM leaves a method of over 8,000 bytes of bytecode to its interpreter. A stage's
 # generated projection passes that with a wide record and its gate (one app's parse and
 # gate: 9,584 bytes, and a drain of 1M records took 4.3 s instead of 2.1 s without the
@@ -68,19 +69,6 @@ def retention_conf(settings: PlatformSettings) -> dict[str, str]:
     return {"spark.sql.streaming.minBatchesToRetain": str(settings.checkpoint_retained_batches)}
 
 
-class MissingJarsError(RuntimeError):
-    """The Kafka connector jars are not resolved yet."""
-
-
-def connector_jars(jars_dir: Path = JARS_DIR) -> list[str]:
-    """Absolute paths of Spark's Kafka connector and its dependencies."""
-    jars = sorted(str(p) for p in (jars_dir / "spark-kafka").glob("*.jar"))
-    if not jars:
-        raise MissingJarsError(
-            f"no Kafka connector jars in {jars_dir / 'spark-kafka'}: run scripts/bootstrap")
-    return jars
-
-
 def worker_conf(settings: PlatformSettings, preload: Sequence[str] = ()) -> dict[str, str]:
     """Python workers forked from ``shared.runtime.worker_daemon``, which imports pandas, pyarrow,
     pyspark's worker and ``preload`` (the app's modules) before it forks.
@@ -103,7 +91,6 @@ def session_conf(settings: PlatformSettings, app_name: str,
     conf = {
         "spark.app.name": app_name,
         "spark.master": settings.spark_master,
-        "spark.jars": ",".join(connector_jars()),
         "spark.sql.shuffle.partitions": str(settings.state_partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -134,6 +121,7 @@ def session_conf(settings: PlatformSettings, app_name: str,
         **CHECKPOINT_FIXED_CONF,
         **ROCKSDB_CONF,
         **retention_conf(settings),
+        **connector_conf(settings),
     }
     if settings.spark_master.startswith("local"):
         # Nothing listens beyond loopback on a developer machine.

@@ -23,8 +23,7 @@ from shared.app.definition import AppDefinition
 from shared.ops.k8s import pins
 from shared.ops.k8s.labels import app_labels, checked_name
 from shared.ops.k8s.settings import K8sSettings
-from shared.runtime.spark import JARS_DIR
-from shared.settings import REPO_ROOT, PlatformSettings
+from shared.settings import PlatformSettings
 
 API_VERSION = "sparkoperator.k8s.io/v1beta2"
 IMAGE_ROOT = PurePosixPath("/opt/statewise")  # the project in the image: its REPO_ROOT
@@ -37,7 +36,7 @@ CA_VOLUME, CA_MOUNT, CA_KEY = "kafka-ca", "/etc/statewise/kafka-ca", "ca.crt"
 SECURITY_PROTOCOL, SASL_MECHANISM, PASSWORD_KEY = "SASL_SSL", "SCRAM-SHA-512", "password"
 SPARK_UID = 185  # the official Spark images' spark user, which the pods run as
 # The connector jars in the image, where the app's session looks for them (spark.jars).
-CONNECTOR_JARS = IMAGE_ROOT / JARS_DIR.relative_to(REPO_ROOT) / "spark-kafka"
+CONNECTOR_JARS = IMAGE_ROOT / ".cache" / "jars" / "spark-kafka"  # bootstrap's, in the image
 
 
 def env_name(field: str) -> str:
