@@ -332,6 +332,12 @@ def _state_main(argv: Sequence[str]) -> int:
     return state_main(argv)
 
 
+def _quality_main(argv: Sequence[str]) -> int:
+    from shared.cli.quality import quality_main
+
+    return quality_main(argv)
+
+
 def _savepoint_main(argv: Sequence[str]) -> int:
     from shared.cli.savepoint import savepoint_main
 
@@ -419,6 +425,8 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "report": ("an app's report (for apps that have one)", _report_main),
     "state": ("an app's keyed state from its checkpoint: one key (--key) or a summary per "
               "state partition and bucket", _state_main),
+    "quality": ("an app's newest full data-quality validation: its verdicts and its Data "
+                "Docs page", _quality_main),
     "savepoint": ("write a portable savepoint of an app's keyed state (--to PATH)",
                   _savepoint_main),
     "restore": ("start an app on a new checkpoint from a savepoint (--from PATH), with any "

@@ -1,7 +1,12 @@
-"""Run a FULL suite with great-expectations on a sample and keep the result as JSON.
+"""Run a FULL suite with great-expectations on a sample and keep the result as JSON and
+as a page.
 
 Each call writes ``<results_dir>/<name>/<UTC time>.json`` and ``latest.json``: a short
-``summary`` (what failed, named as in dq_reason) followed by GE's own ``result``.
+``summary`` (what failed, named as in dq_reason) followed by GE's own ``result``. The
+validation runs as a GE Checkpoint whose UpdateDataDocsAction renders it as Data Docs
+(HTML) under ``<results_dir>/<name>/docs/``: the summary's ``page`` is the run's page, and
+``docs/index.html`` lists the newest run (the context lives for one call, so its stores
+hold that run only; the pages of earlier runs stay, pruned with their JSON files).
 
 A fresh ephemeral context per call: it costs ~0.03 s here (the GE import, ~3.5 s, is
 paid once), and GE's in-memory stores keep every validation result and definition for
@@ -15,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import threading
 import warnings
 from collections.abc import Callable
@@ -31,6 +37,7 @@ if TYPE_CHECKING:  # seconds to import: only the functions that validate import 
     from great_expectations.core.expectation_suite import ExpectationSuite
 
 LATEST = "latest.json"
+DOCS, DOCS_SITE = "docs", "statewise"  # <results_dir>/<name>/docs/: the Data Docs site
 DEFAULT_KEEP = 1000  # result files kept per name (~3.5 days at one every 5 minutes)
 
 # add_spark always warns about this deprecated field, even when it is not given.
@@ -64,10 +71,28 @@ def _ephemeral_context():
 def run_suite(df: DataFrame, suite: ExpectationSuite, name: str,
               result_format: str | dict = "SUMMARY") -> dict[str, Any]:
     """GE's validation result for ``df``, as a JSON-ready dict."""
+    return checkpoint_run(df, suite, name, result_format)[0]
+
+
+def checkpoint_run(df: DataFrame, suite: ExpectationSuite, name: str,
+                   result_format: str | dict = "SUMMARY", docs_dir: Path | None = None
+                   ) -> tuple[dict[str, Any], str | None]:
+    """(GE's validation result for ``df`` as a JSON-ready dict, the path of its Data Docs
+    page or None): a Checkpoint, rendering the result into ``docs_dir`` when given."""
     import great_expectations as gx
 
     with _GX_LOCK:
         context = _ephemeral_context()
+        actions = []
+        if docs_dir is not None:
+            context.add_data_docs_site(DOCS_SITE, {
+                "class_name": "SiteBuilder",
+                "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                                  "base_directory": str(docs_dir)},
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder",
+                                       "show_how_to_buttons": False}})
+            actions.append(gx.checkpoint.UpdateDataDocsAction(name="docs",
+                                                              site_names=[DOCS_SITE]))
         # persist=False: GE's default caches the DataFrame and never unpersists it.
         source = context.data_sources.add_spark(name, persist=False)
         batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
@@ -75,8 +100,17 @@ def run_suite(df: DataFrame, suite: ExpectationSuite, name: str,
         added_suite = context.suites.add(copy.deepcopy(suite))
         definition = context.validation_definitions.add(
             gx.ValidationDefinition(data=batch, suite=added_suite, name=name))
-        result = definition.run(batch_parameters={"dataframe": df}, result_format=result_format)
-        return result.to_json_dict()
+        checkpoint = context.checkpoints.add(gx.Checkpoint(
+            name=name, validation_definitions=[definition], actions=actions,
+            result_format=result_format))
+        run = checkpoint.run(batch_parameters={"dataframe": df})
+        (identifier, result), = run.run_results.items()
+        page = None
+        if docs_dir is not None:
+            (site,) = context.get_docs_sites_urls(resource_identifier=identifier,
+                                                  site_name=DOCS_SITE)
+            page = site["site_url"].removeprefix("file://")
+        return result.to_json_dict(), page
 
 
 def _failure(result: dict[str, Any]) -> dict[str, Any]:
@@ -125,12 +159,17 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def prune_results(folder: Path, keep: int) -> None:
-    """Delete all but the newest ``keep`` timestamped results (0 keeps everything)."""
+    """Delete all but the newest ``keep`` timestamped results and Data Docs pages (0 keeps
+    everything). A page's folder is its run time (``validations/SUITE/RUN/TIME/``)."""
     if keep <= 0:
         return
     timestamped = sorted(p for p in folder.glob("*.json") if p.name != LATEST)
     for old in timestamped[:-keep]:
         old.unlink(missing_ok=True)
+    pages = sorted((p for p in (folder / DOCS / "validations").glob("*/*/*") if p.is_dir()),
+                   key=lambda p: p.name)
+    for old in pages[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _check_name(name: str) -> None:
@@ -149,12 +188,12 @@ def validate_sample(df: DataFrame, suite: ExpectationSuite, results_dir: Path, n
     """
     _check_name(name)
     validated_at = clock()
-    result = run_suite(df, suite, name, result_format)
     folder = Path(results_dir) / name
-    owner_only_folder(folder)
+    owner_only_folder(folder)  # the pages quote input values too
+    result, page = checkpoint_run(df, suite, name, result_format, folder / DOCS)
     path = folder / result_file_name(validated_at)
     summary = summarize(result, name=name, suite_name=suite.name, validated_at=validated_at)
-    summary |= {"path": str(path), "latest": str(folder / LATEST)}
+    summary |= {"path": str(path), "latest": str(folder / LATEST), "page": page}
     text = json.dumps({"summary": summary, "result": result}, indent=2, default=str)
     _write_atomically(path, text)
     _write_atomically(folder / LATEST, text)

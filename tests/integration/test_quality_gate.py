@@ -181,7 +181,8 @@ def test_validate_sample_writes_readable_json(spark, payments, tmp_path: Path):
                               clock=lambda: at(2024, 5, 1, 12, 30))
 
     folder = tmp_path / "payments"
-    assert sorted(p.name for p in folder.iterdir()) == ["2024-05-01T12-30-00.000Z.json", LATEST]
+    assert sorted(p.name for p in folder.iterdir()) == \
+        ["2024-05-01T12-30-00.000Z.json", "docs", LATEST]
     written = json.loads((folder / LATEST).read_text())
     assert written == json.loads((folder / "2024-05-01T12-30-00.000Z.json").read_text())
     assert written["summary"] == summary

@@ -30,7 +30,7 @@ from shared.runtime.kafka_clients import (
     transactional_producer_config,
     tuned_producer_config,
 )
-from shared.runtime.kafka_io import read_topics
+from shared.runtime.kafka_io import FETCH_MAX_WAIT_MS, read_topics
 from shared.runtime.spark import session_conf
 from shared.settings import EnvironmentValueError, PlatformSettings, from_env, load
 from shared.sink import SinkConfig
@@ -352,7 +352,8 @@ class FakeReader:
 def test_spark_reads_kafka_with_the_java_spelled_security_settings(secure):
     spark = argparse.Namespace(readStream=FakeReader())
     options = read_topics(spark, secure, (TopicSpec("in", "app", "input"),))
-    assert {k: v for k, v in options.items() if k.startswith("kafka.")} == spark_options(secure)
+    assert {k: v for k, v in options.items() if k.startswith("kafka.")} == \
+        spark_options(secure) | {"kafka.fetch.max.wait.ms": str(FETCH_MAX_WAIT_MS)}
 
 
 def test_connections_travel_to_executors_in_the_sinks_config(secure):

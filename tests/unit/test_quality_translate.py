@@ -149,6 +149,17 @@ def test_result_file_names_sort_by_time_and_pruning_keeps_the_newest(tmp_path: P
         "2024-05-01T12-03-00.123Z.json", "2024-05-01T12-04-00.123Z.json", LATEST]
 
 
+def test_pruning_keeps_the_newest_data_docs_pages(tmp_path: Path):
+    runs = tmp_path / "docs" / "validations" / "payments" / "__none__"
+    for second in range(4):
+        page = runs / f"20240501T12000{second}.000000Z"
+        page.mkdir(parents=True)
+        (page / "payments-payments.html").write_text("<html/>")
+    prune_results(tmp_path, keep=2)
+    assert sorted(p.name for p in runs.iterdir()) == [
+        "20240501T120002.000000Z", "20240501T120003.000000Z"]
+
+
 def test_summary_lists_failures_by_the_same_names_as_dq_reason():
     result = {
         "success": False,
