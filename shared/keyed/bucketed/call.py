@@ -23,6 +23,7 @@ from shared.keyed.bucketed.admission import admit, with_refused
 from shared.keyed.bucketed.caps import enforce_bucket_cap
 from shared.keyed.bucketed.core import BatchClock, merge_control, run_bucket_batch
 from shared.keyed.bucketed.hot import HotSegment
+from shared.keyed.bucketed.poison import run_setting_aside
 from shared.keyed.bucketed.processor import BucketedProcessor
 from shared.keyed.bucketed.segments import ColdSegment, key_index
 from shared.keyed.bucketed.spec import (
@@ -138,10 +139,15 @@ def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
         merged = merge_control(spec.control, control, new_control)
         return CallResult(replace(header, watermark_ms=watermark), None, None, merged, None,
                           screened, refused_keys)
-    touched, hashes = _touched(accepted, spec)
-    working = gather(loaded, spec, touched, hashes, clock.watermark_ms)
-    batch = run_bucket_batch(processor, bucket, working.stored, accepted, control, new_control,
-                             clock)
+
+    def attempt(rows: pd.DataFrame | None):
+        working = gather(loaded, spec, *_touched(rows, spec), clock.watermark_ms)
+        return working, run_bucket_batch(processor, bucket, working.stored, rows, control,
+                                         new_control, clock)
+
+    (working, batch), accepted, aside = run_setting_aside(attempt, accepted, spec)
+    if aside is not None:  # records the app's logic raised on: dead letters (poison.py)
+        screened = with_refused(screened, aside, accepted)
     hot = merge(loaded, spec, working, batch.stored, batch.due_ms)
     cold, scanned = loaded.cold, _cold_was_due(header, clock.watermark_ms)
     expired = batch.stored.expired_keys_total
