@@ -126,7 +126,9 @@ def screen(rows: pd.DataFrame | None, spec: BucketedSpec, late_after_ms: int | N
 def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
              rows: pd.DataFrame | None, control: pd.DataFrame | None,
              new_control: pd.DataFrame | None, clock: BatchClock, *, decides_late: bool,
-             dtypes: tuple[tuple[str, str], ...] = ()) -> CallResult:
+             dtypes: tuple[tuple[str, str], ...] = (), sets_aside: bool = False) -> CallResult:
+    """``sets_aside``: records the app's logic raises on become dead letters (poison.py);
+    only where dead letters have somewhere to go (the pipeline's single path)."""
     spec, header = processor.spec, loaded.header
     screened = screen(rows, spec, header.watermark_ms if decides_late else None, dtypes)
     refused_keys = 0
@@ -145,7 +147,10 @@ def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
         return working, run_bucket_batch(processor, bucket, working.stored, rows, control,
                                          new_control, clock)
 
-    (working, batch), accepted, aside = run_setting_aside(attempt, accepted, spec)
+    if sets_aside:
+        (working, batch), accepted, aside = run_setting_aside(attempt, accepted, spec)
+    else:
+        (working, batch), aside = attempt(accepted), None
     if aside is not None:  # records the app's logic raised on: dead letters (poison.py)
         screened = with_refused(screened, aside, accepted)
     hot = merge(loaded, spec, working, batch.stored, batch.due_ms)

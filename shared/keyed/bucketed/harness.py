@@ -259,6 +259,7 @@ class BucketedHarness:
             self._runner = BucketedStatefulProcessor(self._processor, layout,
                                                      restored=self.restored)
             self._runner.decides_late = self.operator_late
+            self._runner.sets_aside = True  # rejected rows are kept aside, as dead letters
             self._runner.init(self.handle)
         return self._runner
 

@@ -121,6 +121,9 @@ class BucketedStatefulProcessor(StatefulProcessor):
         self.figures = figures  # an accumulator of bucketed/figures.StateFigures, or None
         self.spec = processor.spec
         self.decides_late = envelopes is not None  # Spark drops late rows otherwise
+        # Records the app's logic raises on go to dead letters, where there are any:
+        # typed outputs have no dead-letter topic, so such a record fails the call there.
+        self.sets_aside = envelopes is not None
         self.restored = restored
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -180,6 +183,7 @@ class BucketedStatefulProcessor(StatefulProcessor):
                            processing_time_ms=timer_values.getCurrentProcessingTimeInMs())
         result = run_call(self.processor, bucket, loaded, data, self._load_control(),
                           control_rows, clock, decides_late=self.decides_late,
+                          sets_aside=self.sets_aside,
                           dtypes=self.layout.data_dtypes)
         saved = self._save(header, result)
         if self.figures is not None:
