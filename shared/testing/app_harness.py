@@ -56,11 +56,18 @@ class AppHarness:
             self.processor, buckets=buckets, watermark_delay_ms=self.lateness_ms
         )
         self.fed: list[Given] = []  # every record the operator got, as given, in order
-        self.rejected: list[Rejected] = []
+        self._gate_rejected: list[Rejected] = []
 
     @property
     def watermark_ms(self) -> int:
         return self.engine.watermark_ms
+
+    @property
+    def rejected(self) -> list[Rejected]:
+        """The records sent to dead letters, as given: by the gate, then by the operator
+        (a full bucket's refusals, records the app's logic raised on)."""
+        return [*self._gate_rejected, *(Rejected(self.fed[p], reason)
+                                        for p, reason in self.engine.rejected_positions())]
 
     @property
     def late(self) -> list[Given]:
@@ -115,7 +122,7 @@ class AppHarness:
                 self.fed.append(record)
                 decoded.append(verdict.record)
             else:
-                self.rejected.append(Rejected(record, verdict.reason))
+                self._gate_rejected.append(Rejected(record, verdict.reason))
         return decoded
 
     def _frame(self, records: list[dict]) -> pd.DataFrame:

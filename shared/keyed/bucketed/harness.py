@@ -132,6 +132,16 @@ class BucketedHarness:
         self._rejected = [_concat(self._rejected)]
         return self._rejected[0]
 
+    def rejected_positions(self) -> list[tuple[int, str]]:
+        """(position among every row fed so far, reason) of the rows the operator itself
+        sent to dead letters (a full bucket's refusals, records its logic raised on);
+        with ``operator_late`` only, where rows carry their position."""
+        rejected = self.rejected
+        if not len(rejected) or SOURCE_OFFSET not in rejected.columns:
+            return []
+        return sorted((int(o), str(r)) for o, r in zip(
+            rejected[SOURCE_OFFSET], rejected[REJECT_COLUMN], strict=True))
+
     def late_positions(self) -> list[int]:
         """Positions, among every row fed so far (in feeding order), of the rows the
         operator sent to the late topic."""
