@@ -31,9 +31,16 @@ test-integration: setup  ## integration and recovery tests only
 lint: setup  ## ruff
 	@$(VENV)/ruff check .
 
-lock: setup  ## re-pin requirements.lock from pyproject.toml's ranges
-	@python3.11 -m venv /tmp/statewise-lock && /tmp/statewise-lock/bin/pip install -q -e ".[dev]" \
-	  && /tmp/statewise-lock/bin/pip freeze --exclude-editable > requirements.lock && rm -rf /tmp/statewise-lock
+lock: setup  ## re-pin requirements.lock (and the executors' lock) from pyproject.toml's ranges, with hashes
+	@python3.11 -m venv /tmp/statewise-lock && /tmp/statewise-lock/bin/pip install -q pip-tools \
+	  && /tmp/statewise-lock/bin/pip-compile -q --generate-hashes --strip-extras --no-header \
+	     --no-annotate --allow-unsafe --extra dev --extra bench -o requirements.lock pyproject.toml \
+	  && printf 'numpy\npandas\npyarrow\nprotobuf\n' > /tmp/statewise-lock/executor.in \
+	  && /tmp/statewise-lock/bin/pip-compile -q --generate-hashes --no-header --no-annotate \
+	     -c requirements.lock -o deploy/cluster/requirements-executor.lock \
+	     /tmp/statewise-lock/executor.in \
+	  && sed -i '/^--find-links/d' requirements.lock deploy/cluster/requirements-executor.lock \
+	  && rm -rf /tmp/statewise-lock
 
 broker-up: setup  ## start the local Kafka broker (KRaft) on 127.0.0.1:9092
 	@$(VENV)/statewise broker up

@@ -19,8 +19,9 @@ _MAVEN = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
 def locked_version(package: str, lock: Path = LOCK_FILE) -> str:
-    """``package``'s pinned version in the lock file (lines ``name==version``)."""
-    wanted = re.compile(rf"^{re.escape(package)}==(\S+)$", re.IGNORECASE)
+    """``package``'s pinned version in the lock file (lines ``name==version``, each
+    followed by its hashes: ``name==version \\``)."""
+    wanted = re.compile(rf"^{re.escape(package)}==([^\s\\]+)(\s+\\)?$", re.IGNORECASE)
     for line in lock.read_text().splitlines():
         if found := wanted.match(line.strip()):
             return found.group(1)
