@@ -67,7 +67,7 @@ def app_stream(
 
 # Event-time densities tried in turn, as multiples of count / span: a stream whose faults
 # (duplicates, late and bad records) take more than their share leaves fewer valid records
-# before now than asked for at 1x (iot's demo: 106k of 120k over 20 minutes).
+# before now than asked for at 1x (one app's demo input: 106k of 120k over 20 minutes).
 DENSITIES = (1.0, 1.25, 1.5, 2.0)
 # Records dated this far past now end the stream: the gate refuses them (its event-time
 # bound) and the generators go on without end.
