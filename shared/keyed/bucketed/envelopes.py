@@ -61,8 +61,6 @@ ENVELOPE_COLUMNS = tuple(ENVELOPE_SCHEMA.names)
 # headers as Python objects (None, or a list of {"key", "value"}): pyspark's own
 # conversion, which a restore's first batch takes, reads an array column value by value
 # and takes None, not Arrow's nulls, for a missing list.
-HEADERS_ARROW = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False),
-                                    pa.field("value", pa.binary())]))
 
 
 @dataclass(frozen=True)
@@ -163,7 +161,7 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
 def arrow_envelopes(topic: str, keys: pa.Array, values: pa.Array, headers: np.ndarray
                     ) -> pd.DataFrame:
     """An envelope frame, every row to ``topic``: topic, key and value Arrow-backed, the
-    headers Python objects (see HEADERS_ARROW)."""
+    headers Python objects (see ENVELOPE_COLUMNS)."""
     topics = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(keys), dtype=np.int32)),
                                             pa.array([topic], pa.string()))
     columns = {name: pd.arrays.ArrowExtensionArray(array) for name, array in

@@ -53,8 +53,8 @@ def run_setting_aside(run: Callable[[pd.DataFrame | None], T], rows: pd.DataFram
         first_error = error
     kept = sort_rows(rows, spec)
     aside: list[pd.DataFrame] = []
-    error: Exception | None = first_error
-    while error is not None:
+    error = first_error
+    while True:
         if len(aside) == MAX_PER_CALL:
             raise RuntimeError(
                 f"the app's logic raised on {MAX_PER_CALL} records of one call; not "
@@ -73,7 +73,6 @@ def run_setting_aside(run: Callable[[pd.DataFrame | None], T], rows: pd.DataFram
             if remaining is None:
                 raise
             error = again
-    raise AssertionError("unreachable")
 
 
 def _shortest_raising_prefix(run: Callable, rows: pd.DataFrame, error: Exception
