@@ -1,4 +1,5 @@
-"""A single-node Apache Kafka broker in KRaft mode (broker and controller in one JVM).
+"""A local Apache Kafka node in KRaft mode (broker and controller in one JVM): alone, or
+one of the voters of a local cluster (shared/ops/broker_cluster.py).
 
 The jars come from Maven (deploy/maven/kafka-broker, resolved by scripts/bootstrap).
 Everything the broker writes stays under one folder: storage, logs, its pid file.
@@ -34,18 +35,29 @@ class BrokerConfig:
     controller_port: int = 9093
     heap: str = "512m"
     java_options: tuple[str, ...] = ()  # more, for the broker's JVM only (not the format)
+    node_id: int = 1
+    # Every voter of the controller quorum as (node id, controller port), this node
+    # among them; empty: this node alone.
+    voters: tuple[tuple[int, int], ...] = ()
+    cluster_id: str | None = None  # the same on every node of a cluster; None: a new one
+    # Replicas of the internal topics (group offsets, transaction state): the cluster's
+    # size, up to 3; their min ISR is 2 when there are 3 (one node may be down).
+    internal_replicas: int = 1
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.port}"
 
     def server_properties(self) -> str:
-        # Single node: every internal topic has one replica; no rebalance delay so
-        # that consumer groups in tests start at once.
+        # No rebalance delay, so that consumer groups in tests start at once.
+        voters = self.voters or ((self.node_id, self.controller_port),)
+        replicas = str(self.internal_replicas)
+        min_isr = str(min(2, self.internal_replicas))
         lines = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": ",".join(
+                f"{node}@{self.host}:{port}" for node, port in voters),
             "listeners": f"PLAINTEXT://{self.host}:{self.port},"
                          f"CONTROLLER://{self.host}:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
@@ -55,13 +67,13 @@ class BrokerConfig:
             "log.dirs": str(self.home / "data"),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",
-            "offsets.topic.replication.factor": "1",
+            "offsets.topic.replication.factor": replicas,
             "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
             "transaction.state.log.num.partitions": "4",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min_isr,
             "group.initial.rebalance.delay.ms": "0",
             # Aborted transactions (killed writers) are timed out quickly locally.
             "transaction.max.timeout.ms": "900000",
@@ -83,9 +95,16 @@ class LocalBroker:
     # -- lifecycle -----------------------------------------------------------
     def start(self, timeout_s: float = 60.0) -> None:
         """Start the broker if it is not running, and wait until it answers."""
+        process = self.launch()
+        self.wait_ready(timeout_s, process)
+        if process is not None:
+            self.warm_coordinators(timeout_s)
+
+    def launch(self) -> subprocess.Popen | None:
+        """Start the broker's JVM if it is not running, without waiting for it (the nodes
+        of a cluster elect a controller only once a majority of them runs)."""
         if self.is_running():
-            self.wait_ready(timeout_s)
-            return
+            return None
         if port_in_use(self.config.host, self.config.port):
             raise BrokerError(f"port {self.config.port} is taken by another process")
         self.home.mkdir(parents=True, exist_ok=True)
@@ -99,8 +118,7 @@ class LocalBroker:
                 start_new_session=True,  # survives Ctrl-C in the starting terminal
             )
         self.pid_file.write_text(str(process.pid))
-        self.wait_ready(timeout_s, process)
-        self._warm_coordinators(timeout_s)
+        return process
 
     def stop(self, timeout_s: float = 30.0) -> bool:
         """Stop the broker; returns False if none was running."""
@@ -128,7 +146,7 @@ class LocalBroker:
             time.sleep(0.3)
         raise BrokerError(f"broker did not answer within {timeout_s} s; see {self.log_file}")
 
-    def _warm_coordinators(self, timeout_s: float) -> None:
+    def warm_coordinators(self, timeout_s: float) -> None:
         """Create the group and transaction coordinators' topics now. Kafka creates
         them on first use, and the first app would otherwise wait on NOT_COORDINATOR."""
         from confluent_kafka import KafkaException, TopicPartition
@@ -170,7 +188,7 @@ class LocalBroker:
     def _format_storage(self, properties: Path) -> None:
         if (self.home / "data" / "meta.properties").exists():
             return  # formatted before: keep the data (a restart, not a new cluster)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = self.config.cluster_id or new_cluster_id()
         result = subprocess.run(
             [*self._java(), "kafka.tools.StorageTool", "format",
              # One argument: an id may start with '-' (urlsafe base64), which the
@@ -182,3 +200,8 @@ class LocalBroker:
 
     def _pid(self) -> int | None:
         return running_pid(self.pid_file)
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
