@@ -223,15 +223,23 @@ def _add_metrics_listener(spark, settings: PlatformSettings,
 
 
 def _broker_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="statewise broker", description="the local Kafka (KRaft) that the commands "
+        "use by default: start it, stop it, or say whether it runs. One node unless "
+        "--nodes says more: a cluster whose topics get 3 replicas, min ISR 2")
+    parser.add_argument("action", choices=["up", "down", "status"])
+    parser.add_argument("--nodes", type=int, default=1, choices=[1, 3],
+                        help="1: one broker on 127.0.0.1:9092 (var/kafka); 3: a cluster "
+                             "on 127.0.0.1:9092,9094,9096 (var/kafka-cluster)")
+    args = parser.parse_args(list(argv))
+    return _broker_cluster(args.action) if args.nodes > 1 else _single_broker(args.action)
+
+
+def _single_broker(action: str) -> int:
     from shared.ops.broker import LocalBroker
 
-    parser = argparse.ArgumentParser(
-        prog="statewise broker", description="the local single-node Kafka broker (KRaft) "
-        "that the commands use by default: start it, stop it, or say whether it runs")
-    parser.add_argument("action", choices=["up", "down", "status"])
-    args = parser.parse_args(list(argv))
     broker = LocalBroker()
-    if args.action == "up":
+    if action == "up":
         print(f"starting Kafka (KRaft) on {broker.config.bootstrap_servers} ...", flush=True)
         broker.start()
         print(f"Kafka is up on {broker.config.bootstrap_servers}; data in {broker.home}")
@@ -239,13 +247,32 @@ def _broker_main(argv: Sequence[str]) -> int:
         # unless allowed, on purpose (shared/ops/topics.py).
         print("one broker: export STATEWISE_ALLOW_FEWER_REPLICAS=true before the commands "
               "that create topics (run, topics, control, produce)")
-    elif args.action == "down":
+    elif action == "down":
         print("Kafka stopped" if broker.stop() else "Kafka was not running")
     else:
         running = broker.is_running()
         print(f"Kafka is {'running' if running else 'not running'} "
               f"({broker.config.bootstrap_servers})")
         return 0 if running else 3
+    return 0
+
+
+def _broker_cluster(action: str) -> int:
+    from shared.ops.broker_cluster import BrokerCluster
+
+    cluster = BrokerCluster()
+    servers = cluster.bootstrap_servers
+    if action == "up":
+        print(f"starting a 3-node Kafka cluster (KRaft) on {servers} ...", flush=True)
+        cluster.start()
+        print(f"Kafka is up; data in {cluster.home}\n"
+              f"export STATEWISE_BOOTSTRAP_SERVERS={servers}")
+    elif action == "down":
+        print("Kafka cluster stopped" if cluster.stop() else "Kafka cluster was not running")
+    else:
+        running = cluster.running()
+        print(f"Kafka nodes running: {running or 'none'} of 1-{len(cluster.nodes)} ({servers})")
+        return 0 if len(running) == len(cluster.nodes) else 3
     return 0
 
 
