@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # make demo APP=iot: the demo's app, from the command line only (not the environment)
 APP :=
 
-.PHONY: help setup demo test test-unit test-integration lint lock broker-up broker-down \
+.PHONY: help setup demo test test-unit test-integration test-slow lint lock broker-up broker-down \
         cluster-up cluster-down clean
 
 help:  ## list the targets
@@ -27,6 +27,9 @@ test-unit: setup  ## unit tests only: no Kafka, no JVM
 
 test-integration: setup  ## integration and recovery tests only
 	@$(VENV)/pytest -m integration $(PYTEST_ARGS)
+
+test-slow: setup  ## the slow tests only (minutes each, not in CI): each app on a Spark and Kafka cluster under faults
+	@$(VENV)/pytest --slow -m slow $(PYTEST_ARGS)
 
 lint: setup  ## ruff
 	@$(VENV)/ruff check .

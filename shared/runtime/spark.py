@@ -8,6 +8,7 @@ format version. They are set here, for every app, before any checkpoint exists.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -143,6 +144,7 @@ def build_session(settings: PlatformSettings, app_name: str,
     """Create (or return the running) SparkSession for ``app_name``. ``context_conf``:
     settings a mode adds, read when the context starts (no effect on a running one);
     ``preload``: modules the Python workers start with (see worker_conf)."""
+    settings = with_submitted_master(settings)
     # Executors run the interpreter PYSPARK_PYTHON names when the context starts: the
     # venv's here (else transformWithState cannot import protobuf and pyarrow), or the
     # packed environment's on a cluster (shared/runtime/deploy.py).
@@ -155,6 +157,23 @@ def build_session(settings: PlatformSettings, app_name: str,
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STATEWISE_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def with_submitted_master(settings: PlatformSettings) -> PlatformSettings:
+    """Under ``spark-submit``, the master it was given (``--master``, or its defaults
+    file), not the settings': the session's own ``spark.master`` would override it, and
+    the code archive and the driver's addresses follow the master."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set only by a JVM that started Python
+        return settings
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # joins spark-submit's JVM; starts none
+    submitted = SparkConf().get("spark.master", None)
+    if not submitted or submitted == settings.spark_master:
+        return settings
+    log.info("spark-submit's master %s, not the settings' %s", submitted,
+             settings.spark_master)
+    return dataclasses.replace(settings, spark_master=submitted)
 
 
 def start_python_workers(spark: SparkSession) -> threading.Thread:

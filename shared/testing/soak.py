@@ -80,6 +80,28 @@ def soak(app: AppDefinition, settings, minutes: float, rate: float, seed: int,
     """Run the soak on ``settings``' broker, topics and checkpoint (fresh ones)."""
     rng = random.Random(seed)
     report = SoakReport(app.name, minutes)
+    settings, mixed = soak_input(app, settings, minutes, rate, seed, report)
+    create_app_topics(app, settings)
+    producer = Producer(app, settings, mixed, rate)
+    producer.start()
+    deadline = time.monotonic() + minutes * 60
+    attempt = 0
+    while time.monotonic() < deadline and not producer.done.is_set():
+        _one_run(app, settings, rng, report, log_dir / f"run-{attempt}.log", deadline)
+        attempt += 1
+    producer.finish()
+    finished = catch_up(app.name, settings)
+    if finished.returncode != 0:
+        raise RuntimeError(f"{app.name}'s catch-up run failed ({finished.returncode}): "
+                           f"{finished.stderr[-2000:]}")
+    compare(app, settings, report)
+    return report
+
+
+def soak_input(app: AppDefinition, settings, minutes: float, rate: float, seed: int,
+               report: SoakReport) -> tuple[Any, list]:
+    """The app's stream for ``minutes`` at ``rate`` with its bad records mixed in (one in
+    :data:`BAD_EVERY`), and the settings it needs (its topic prefix among them)."""
     count = max(int(minutes * 60 * rate), 100)
     stream = app_stream(app, settings, count, latenesses=minutes * 60_000 / _lateness(app,
                         settings), seed=seed)
@@ -88,24 +110,7 @@ def soak(app: AppDefinition, settings, minutes: float, rate: float, seed: int,
     mixed = interleaved(stream.records, [bad[i % len(bad)] for i in
                                          range(max(len(stream.records) // BAD_EVERY, 1))])
     report.records_sent, report.bad_sent = len(mixed), len(mixed) - len(stream.records)
-    create_app_topics(app, settings)
-    producer = _Producer(app, settings, mixed, rate)
-    producer.start()
-    deadline = time.monotonic() + minutes * 60
-    attempt = 0
-    while time.monotonic() < deadline and not producer.done.is_set():
-        _one_run(app, settings, rng, report, log_dir / f"run-{attempt}.log", deadline)
-        attempt += 1
-    producer.join()
-    if producer.failure is not None:
-        raise RuntimeError(f"the soak's producer failed: {producer.failure}") from \
-            producer.failure
-    finished = catch_up(app.name, settings)
-    if finished.returncode != 0:
-        raise RuntimeError(f"{app.name}'s catch-up run failed ({finished.returncode}): "
-                           f"{finished.stderr[-2000:]}")
-    _compare(app, settings, report)
-    return report
+    return settings, mixed
 
 
 def _one_run(app: AppDefinition, settings, rng: random.Random, report: SoakReport,
@@ -136,7 +141,9 @@ def _one_run(app: AppDefinition, settings, rng: random.Random, report: SoakRepor
                 process.wait()
 
 
-class _Producer(threading.Thread):
+class Producer(threading.Thread):
+    """Sends the records to the app's input topic at ``rate`` per second, in a thread."""
+
     def __init__(self, app: AppDefinition, settings, records: list, rate: float) -> None:
         super().__init__(daemon=True)
         self.app, self.settings, self.records, self.rate = app, settings, records, rate
@@ -155,8 +162,17 @@ class _Producer(threading.Thread):
         finally:
             self.done.set()
 
+    def finish(self) -> None:
+        """Wait for the last record; raise what made the producer fail, if anything."""
+        self.join()
+        if self.failure is not None:
+            raise RuntimeError(f"the soak's producer failed: {self.failure}") from \
+                self.failure
 
-def _compare(app: AppDefinition, settings, report: SoakReport) -> None:
+
+def compare(app: AppDefinition, settings, report: SoakReport) -> None:
+    """What the app wrote against its replay: outputs lost and duplicated, rejections
+    and late records that differ, into ``report``."""
     inputs = read_topic(settings, app.input_topic)
     expected = replay(app, settings, checkpoint(app, settings), inputs)
     got = written(app, settings)
