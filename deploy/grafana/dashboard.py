@@ -124,16 +124,23 @@ def state() -> list:
 
 
 def side_records() -> list:
+    third = WIDTH // 3
     dead = series("Dead-letter records per second by stage and reason", "Records sent to "
                   "the dead-letter topic, counted by the sink's writers as they commit "
                   "them.", RECORDS, [query(per_second("statewise_dead_letter_records_total",
                                                     "app, stage, reason"),
-                                         "{{app}} {{stage}}: {{reason}}")])
+                                         "{{app}} {{stage}}: {{reason}}")], width=third)
     late = series("Late records per second by reason", "Records sent to the late topic, "
                   "counted the same way.", RECORDS,
                   [query(per_second("statewise_late_records_total", "app, reason"),
-                         "{{app}} {{reason}}")])
-    return [dead, late]
+                         "{{app}} {{reason}}")], width=third)
+    lost = series("Input lost before it was read", "Input records Kafka deleted (retention) "
+                  "before the app read them, skipped at a start with "
+                  "STATEWISE_FAIL_ON_DATA_LOSS=false. Anything here is data the outputs "
+                  "never saw.", RECORDS,
+                  [query(per_second("statewise_input_lost_records_total", "app, topic"),
+                         "{{app}} {{topic}}")], width=third)
+    return [dead, late, lost]
 
 
 def sink() -> list:

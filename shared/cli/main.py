@@ -41,6 +41,7 @@ from shared.ops.topics import BrokerUnreachable, TooFewBrokers
 from shared.runtime import kafka_clients
 from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
 from shared.runtime.checkpoint_lock import CheckpointInUse
+from shared.runtime.input_kept import InputLost
 from shared.runtime.kafka_clients import KafkaSecurityError
 from shared.runtime.restarts import RestartsExhausted
 from shared.settings import (
@@ -86,7 +87,8 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
 
                 return run_realtime(realtime, settings, figures=figures)
             return _run_micro_batches(app, settings, args.available_now, figures=figures)
-    except (CheckpointDamaged, OutputMismatch, CheckpointInUse) as error:  # again on restart
+    except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost) as error:
+        # A restart would meet it again.
         log.error("%s: %s", app.name, error)
         return DO_NOT_RESTART
     except (RestartsExhausted, MetricsEndpointError) as error:
@@ -173,7 +175,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
                 log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
                 run_until_stopped(running)
                 return running.writer.sink.stats if running.writer.sink else None
-            except (CheckpointDamaged, OutputMismatch, CheckpointInUse):
+            except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost):
                 raise  # a restart would meet it again
             except Exception as failure:  # noqa: BLE001 - the budget decides; it names it
                 progressed = newest_commit(spark, checkpoint) > committed_before
@@ -524,7 +526,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TooFewBrokers as error:
         print(f"statewise: {error}", file=sys.stderr)
         return 1
-    except (CheckpointDamaged, OutputMismatch, CheckpointInUse) as error:  # again on restart
+    except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost) as error:
+        # A restart would meet it again.
         print(f"statewise: {error}", file=sys.stderr)
         return DO_NOT_RESTART
     except RestartsExhausted as error:

@@ -55,6 +55,9 @@ COUNTERS = {  # name (rendered with _total): labels beside app, help
                                       "dead-letter topic"),
     "statewise_late_records": (("reason",), "records sent to the late topic"),
     "statewise_keyed_state_warnings": ((), "warnings of the keyed state's guard"),
+    "statewise_input_lost_records": (("topic",), "input records Kafka deleted before the "
+                                     "app read them, skipped at a start "
+                                     "(STATEWISE_FAIL_ON_DATA_LOSS=false)"),
 }
 LATE_STAGE = "late"  # the stage header of a record sent to the late topic
 # shared.sink.task's outcomes, not imported from it: that loads pyspark and pyarrow, which
@@ -114,6 +117,12 @@ class AppFigures(Collector):
         with self._lock:
             self._totals["statewise_query_failures", ()] += 1
             self._totals["statewise_query_restarts", ()] += record.get("restart") is not None
+
+    @_never_raises
+    def input_lost(self, topic: str, records: int) -> None:
+        """Records of ``topic`` gone before they were read (shared/runtime/input_kept.py)."""
+        with self._lock:
+            self._totals["statewise_input_lost_records", (topic,)] += records
 
     @_never_raises
     def sink_batch(self, outcome: Any) -> None:

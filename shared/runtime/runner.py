@@ -33,6 +33,7 @@ from shared.runtime.checkpoint_check import (
 from shared.runtime.checkpoint_files import HadoopFiles
 from shared.runtime.checkpoint_lock import lock_checkpoint, unlock_checkpoint
 from shared.runtime.fault_plan import FaultPlan
+from shared.runtime.input_kept import check_input_kept
 from shared.runtime.kafka_clients import connection
 from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
 from shared.runtime.owner_only import prepare_app_folders
@@ -219,7 +220,8 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     ``figures``: fed the keyed state's and the sink's figures, for Prometheus. Raises,
     before anything starts: ``CheckpointInUse`` when another process runs on the
     checkpoint, ``CheckpointDamaged`` on a damaged one, ``OutputMismatch`` on a new one
-    whose app has written output before. The checkpoint's lock is held until ``stop``."""
+    whose app has written output before, ``InputLost`` when input it resumes from is gone
+    from Kafka. The checkpoint's lock is held until ``stop``."""
     checkpoint = checkpoint_path(app, settings)
     prepare_app_folders(settings, [checkpoint])  # before Spark writes in them
     took_lock = lock_checkpoint(checkpoint, app.name)
@@ -238,6 +240,9 @@ def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
     verify_checkpoint(spark, app, checkpoint)
     if restore is None:
         refuse_a_silent_new_checkpoint(spark, app, settings, checkpoint)
+        check_input_kept(HadoopFiles(spark, checkpoint), app.name, settings,
+                         [t.qualified(settings.topic_prefix) for t in app.topics.inputs],
+                         figures)
     prefix = settings.topic_prefix
     raw = read_topics(spark, settings, app.topics.inputs, starting_offsets=None if restore
                       is None else restore.manifest.starting_offsets(

@@ -61,6 +61,7 @@ def exposed(tmp_path_factory) -> dict[str, tuple[str, set[str]]]:
         "producers_started": 1, "side": [{"stage": "decode", "reason": "bad", "records": 1},
                                          {"stage": "late", "reason": "too late",
                                           "records": 1}]}]))
+    figures.input_lost("p.cap.input", 5)
     registry = CollectorRegistry()
     registry.register(figures)
     families = text_string_to_metric_families(generate_latest(registry).decode())
