@@ -23,6 +23,11 @@ What dies, ``STATEWISE_FAULTS_SCOPE``:
   retries the task (``local[N,F]``, or a cluster) or fails the query, which is then
   restarted on the same checkpoint. Needs ``STATEWISE_FAULTS_ONCE_DIR``.
 
+- ``hold``: nothing dies. The task holds at the point: it creates ``POINT@BATCH.held``
+  in ``STATEWISE_FAULTS_ONCE_DIR``, then waits until ``POINT@BATCH.go`` appears there
+  (at most :data:`HOLD_LIMIT_S`). A test faults something else at that moment (the
+  broker restarted inside the sink's transaction), then lets the task go on.
+
 ``driver`` and ``machine`` kill the driver from a Python worker: both must run on the
 same machine (a ``local`` master); elsewhere the task fails instead of killing a
 stranger. Linux only (/proc).
@@ -50,7 +55,8 @@ from shared.ops.processes import descendants
 ENV_VAR = "STATEWISE_FAULTS"
 SCOPE_VAR = "STATEWISE_FAULTS_SCOPE"
 ONCE_DIR_VAR = "STATEWISE_FAULTS_ONCE_DIR"
-SCOPES = ("driver", "machine", "worker")
+SCOPES = ("driver", "machine", "worker", "hold")
+HOLD_LIMIT_S = 300.0
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
@@ -80,9 +86,9 @@ class FaultPlan:
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
             raise ValueError(f"{SCOPE_VAR}={self.scope!r}: expected one of {SCOPES}")
-        if self.scope == "worker" and self.kills and not self.once_dir:
-            raise ValueError(f"{SCOPE_VAR}=worker needs {ONCE_DIR_VAR}: a killed task is "
-                             "retried, and the retry must not be killed again")
+        if self.scope in ("worker", "hold") and self.kills and not self.once_dir:
+            raise ValueError(f"{SCOPE_VAR}={self.scope} needs {ONCE_DIR_VAR}: a failed "
+                             "task is retried, and the retry must not fault again")
 
     @classmethod
     def none(cls) -> FaultPlan:
@@ -107,7 +113,7 @@ class FaultPlan:
 
     def for_executors(self) -> FaultPlan:
         """This plan with the driver's process recorded (call it on the driver)."""
-        if not self.kills or self.scope == "worker" or self.driver is not None:
+        if not self.kills or self.scope in ("worker", "hold") or self.driver is not None:
             return self
         return replace(self, driver=DriverProcess.current())
 
@@ -130,11 +136,14 @@ class FaultPlan:
         return True
 
     def maybe_kill(self, point: str, batch_id: int, where: str = "") -> None:
-        """SIGKILL what the scope names if the plan has ``point@batch_id``."""
+        """SIGKILL what the scope names if the plan has ``point@batch_id`` (or hold)."""
         if not self.claim(point, batch_id):
             return
         me = os.getpid()
         label = f"fault: {point}@{batch_id}{f' ({where})' if where else ''} in process {me}"
+        if self.scope == "hold":
+            _hold(Path(self.once_dir) / f"{point}@{batch_id}", label)
+            return
         if self.scope == "worker" or self.driver is None or self.driver.pid == me:
             if self.scope == "machine":
                 _kill_jvm_tree(label)
@@ -163,6 +172,15 @@ def _kill_driver_from_worker(driver: DriverProcess, *, machine: bool, label: str
     with contextlib.suppress(ProcessLookupError):
         os.kill(driver.pid, signal.SIGKILL)
     os.kill(me, signal.SIGKILL)
+
+
+def _hold(fault: Path, label: str) -> None:
+    held, go = fault.with_name(f"{fault.name}.held"), fault.with_name(f"{fault.name}.go")
+    _say(f"{label}: holding until {go} exists")
+    held.touch()
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _kill_jvm_tree(label: str) -> None:

@@ -96,3 +96,55 @@ def test_a_broker_killed_and_restarted_is_ridden_out(own_broker, platform_settin
     assert [k for k, n in identities.items() if n > 1] == []
     assert sorted(committed, key=record_identity) == \
         sorted(expected_outputs(inputs), key=record_identity)
+
+
+@pytest.mark.parametrize("restart", [
+    "hard", pytest.param("clean", marks=pytest.mark.slow)])  # clean: outside CI's budget
+def test_a_broker_restarted_inside_the_sinks_transaction_loses_and_doubles_nothing(
+        own_broker, platform_settings, tmp_path, restart):
+    settings = dataclasses.replace(
+        platform_settings, bootstrap_servers=own_broker.config.bootstrap_servers,
+        topic_prefix="in-txn.", checkpoint_dir=str(tmp_path / "checkpoints"),
+        metrics_dir=tmp_path / "metrics")
+    provision(admin_client(settings), CANARY_TOPICS.all(), settings.topic_prefix,
+              allow_fewer_replicas=settings.allow_fewer_replicas)
+    source = CANARY_TOPICS.inputs[0].qualified(settings.topic_prefix)
+    inputs = canary_inputs(keys=6, per_key=40)
+    before, after = inputs[:120], inputs[120:]
+    send_json(settings.bootstrap_servers, source, before, "key")
+    faults = tmp_path / "faults"  # the first batch's first writer holds inside its transaction
+    held = faults / "sink.before_commit@0.held"
+
+    log = tmp_path / "app.log"
+    with open(log, "w") as stderr:
+        app = subprocess.Popen(
+            [sys.executable, "-m", "shared.testing.canary"],
+            env=settings_env(settings, STATEWISE_TRIGGER_INTERVAL="1 second",
+                             STATEWISE_RESTART_BACKOFF_S="2", STATEWISE_BATCH_TIMEOUT_S="60",
+                             STATEWISE_FAULTS="sink.before_commit@0",
+                             STATEWISE_FAULTS_SCOPE="hold",
+                             STATEWISE_FAULTS_ONCE_DIR=str(faults)),
+            stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        _wait_for(held.exists, 180, "a writer holding inside its transaction", log)
+        if restart == "hard":
+            os.kill(running_pid(own_broker.pid_file), signal.SIGKILL)
+            time.sleep(5)
+        else:
+            own_broker.stop()
+        own_broker.start(timeout_s=90)
+        (faults / "sink.before_commit@0.go").touch()  # the writer commits, or tries to
+        send_json(settings.bootstrap_servers, source, after, "key")
+        _wait_for(lambda: len(committed_outputs(settings)) >= len(inputs), 300,
+                  "every output after the restart", log)
+        time.sleep(3)  # a duplicate would come with the batch after
+    finally:
+        app.send_signal(signal.SIGTERM)
+        app.wait(timeout=120)
+    assert app.returncode == 0, log.read_text()[-3000:]
+    assert "holding until" in log.read_text()
+    committed = committed_outputs(settings)
+    identities = Counter(record_identity(r) for r in committed)
+    assert [k for k, n in identities.items() if n > 1] == []
+    assert sorted(committed, key=record_identity) == \
+        sorted(expected_outputs(inputs), key=record_identity)

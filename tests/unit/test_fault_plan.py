@@ -141,3 +141,24 @@ def test_a_machine_fault_in_a_worker_kills_the_jvm_tree_and_the_driver():
         driver.kill()
         kill_tree(jvm.pid)
         jvm.wait()
+
+
+def test_a_hold_waits_at_its_point_until_told_and_kills_nothing(tmp_path):
+    import threading
+    import time
+
+    with pytest.raises(ValueError, match="STATEWISE_FAULTS_ONCE_DIR"):
+        FaultPlan.parse("sink.before_commit@1", scope="hold")
+    plan = FaultPlan.parse("sink.before_commit@1", scope="hold", once_dir=str(tmp_path))
+    assert plan.for_executors().driver is None  # nothing to kill
+    held, go = tmp_path / "sink.before_commit@1.held", tmp_path / "sink.before_commit@1.go"
+    waiting = threading.Thread(target=plan.maybe_kill, args=("sink.before_commit", 1))
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while not held.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert held.exists() and waiting.is_alive()
+    go.touch()
+    waiting.join(timeout=5)
+    assert not waiting.is_alive()
+    plan.maybe_kill("sink.before_commit", 1)  # fired once: returns at once
