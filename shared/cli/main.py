@@ -233,7 +233,14 @@ def _broker_main(argv: Sequence[str]) -> int:
     parser.add_argument("--nodes", type=int, default=1, choices=[1, 3],
                         help="1: one broker on 127.0.0.1:9092 (var/kafka); 3: a cluster "
                              "on 127.0.0.1:9092,9094,9096 (var/kafka-cluster)")
+    parser.add_argument("--secured", action="store_true",
+                        help="one broker asking for SASL_SSL (SCRAM-SHA-512) on "
+                             "127.0.0.1:9192, a test CA, ACLs (var/kafka-secured)")
     args = parser.parse_args(list(argv))
+    if args.secured and args.nodes > 1:
+        parser.error("--secured is one node")
+    if args.secured:
+        return _secured_broker(args.action)
     return _broker_cluster(args.action) if args.nodes > 1 else _single_broker(args.action)
 
 
@@ -255,6 +262,35 @@ def _single_broker(action: str) -> int:
         running = broker.is_running()
         print(f"Kafka is {'running' if running else 'not running'} "
               f"({broker.config.bootstrap_servers})")
+        return 0 if running else 3
+    return 0
+
+
+def _secured_broker(action: str) -> int:
+    from shared.ops.secured_broker import ADMIN_USER, APP_USER, MECHANISM, local_secured_broker
+
+    broker = local_secured_broker()
+    config, credentials = broker.config, broker.home / "credentials"
+    if action == "up":
+        print(f"starting Kafka (KRaft) with SASL_SSL on {config.sasl_bootstrap_servers} ...",
+              flush=True)
+        broker.start()
+        print(f"Kafka is up; data in {broker.home}. As the admin ({ADMIN_USER}, a super "
+              f"user; the app's user is {APP_USER}, its password in {credentials}):\n"
+              f"export STATEWISE_BOOTSTRAP_SERVERS={config.sasl_bootstrap_servers}\n"
+              "export STATEWISE_KAFKA_SECURITY_PROTOCOL=SASL_SSL\n"
+              f"export STATEWISE_KAFKA_SASL_MECHANISM={MECHANISM}\n"
+              f"export STATEWISE_KAFKA_SSL_CA_LOCATION={config.ca_file}\n"
+              f"export STATEWISE_KAFKA_SASL_USERNAME={ADMIN_USER}\n"
+              f"export STATEWISE_KAFKA_SASL_PASSWORD=\"$(cat {credentials / ADMIN_USER})\"\n"
+              "export STATEWISE_ALLOW_FEWER_REPLICAS=true\n"
+              f"grants for the app's user: statewise acls APP --principal User:{APP_USER}")
+    elif action == "down":
+        print("Kafka stopped" if broker.stop() else "Kafka was not running")
+    else:
+        running = broker.is_running()
+        print(f"Kafka is {'running' if running else 'not running'} "
+              f"(SASL_SSL on {config.sasl_bootstrap_servers})")
         return 0 if running else 3
     return 0
 

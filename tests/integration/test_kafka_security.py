@@ -13,9 +13,7 @@ metrics file or Spark setting."""
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,8 +27,8 @@ from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
 from shared.cli import main as cli
 from shared.ops.acls import TRANSACTIONAL_ID, acl_bindings, app_grants
-from shared.ops.broker import BrokerConfig, BrokerError, LocalBroker
 from shared.ops.processes import free_port
+from shared.ops.secured_broker import MECHANISM, SecuredBroker, SecuredBrokerConfig
 from shared.ops.topics import BrokerUnreachable, provision, require_broker
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import admin_client, connection, spark_options
@@ -48,86 +46,17 @@ pytestmark = pytest.mark.integration
 USER, PASSWORD = "statewise", f"pw-{uuid.uuid4().hex[:12]}"
 APP_USER, APP_PASSWORD = "statewise-app", f"pw-{uuid.uuid4().hex[:12]}"
 NO_TXN_USER, NO_TXN_PASSWORD = "statewise-no-txn", f"pw-{uuid.uuid4().hex[:12]}"
-MECHANISM = "SCRAM-SHA-512"
-
-
-@dataclasses.dataclass(frozen=True)
-class ScramBrokerConfig(BrokerConfig):
-    """The local broker with a second listener that asks for SCRAM over TLS (the plain
-    one serves the broker's own readiness checks). Its certificate, signed by a test CA,
-    names 127.0.0.1: both client families verify the host. Every request is authorized:
-    the plain and controller listeners authenticate no one (User:ANONYMOUS: the broker
-    itself, its readiness probe) and the admin are super users; anyone else gets what
-    ACLs grant."""
-
-    sasl_port: int = 0
-
-    @property
-    def sasl_bootstrap_servers(self) -> str:
-        return f"{self.host}:{self.sasl_port}"
-
-    @property
-    def ca_file(self) -> Path:
-        return self.home / "tls" / "ca.pem"
-
-    def server_properties(self) -> str:
-        lines = dict(line.split("=", 1) for line in super().server_properties().splitlines())
-        sasl = f"SASL_SSL://{self.host}:{self.sasl_port}"
-        lines["listeners"] += f",{sasl}"
-        lines["advertised.listeners"] += f",{sasl}"
-        lines["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
-        lines["sasl.enabled.mechanisms"] = MECHANISM
-        lines[f"listener.name.sasl_ssl.{MECHANISM.lower()}.sasl.jaas.config"] = \
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-        lines["authorizer.class.name"] = \
-            "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-        lines["super.users"] = f"User:ANONYMOUS;User:{USER}"
-        lines["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
-        lines["listener.name.sasl_ssl.ssl.keystore.location"] = str(
-            self.home / "tls" / "broker-keystore.pem")
-        return "".join(f"{k}={v}\n" for k, v in lines.items())
-
-
-def make_test_ca(folder: Path, host: str) -> None:
-    """A CA and a broker certificate it signs for ``host`` (openssl), valid two days; the
-    broker's key and chain in one PEM file, Kafka's PEM keystore."""
-    folder.mkdir(parents=True, exist_ok=True)
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
-            "-out", "ca.pem", "-days", "2", "-subj", "/CN=statewise-test-ca")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key",
-            "-out", "broker.csr", "-subj", f"/CN={host}")
-    (folder / "san.ext").write_text(f"subjectAltName=IP:{host},DNS:localhost\n")
-    openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "broker.pem", "-days", "2", "-extfile", "san.ext")
-    (folder / "broker-keystore.pem").write_text(
-        (folder / "broker.key").read_text() + (folder / "broker.pem").read_text()
-        + (folder / "ca.pem").read_text())
-
-
-class ScramBroker(LocalBroker):
-    def _format_storage(self, properties: Path) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        result = subprocess.run(
-            [*self._java(), "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
-             "-c", str(properties),
-             *(arg for name, password in ((USER, PASSWORD), (APP_USER, APP_PASSWORD),
-                                          (NO_TXN_USER, NO_TXN_PASSWORD))
-               for arg in ("--add-scram", f"{MECHANISM}=[name={name},password={password}]"))],
-            capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise BrokerError(f"formatting storage failed: {result.stdout}{result.stderr}")
 
 
 @pytest.fixture(scope="module")
-def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramBrokerConfig]:
-    config = ScramBrokerConfig(home=tmp_path_factory.mktemp("kafka-scram"), port=free_port(),
-                               controller_port=free_port(), sasl_port=free_port())
-    make_test_ca(config.home / "tls", config.host)
-    broker = ScramBroker(config)
+def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBrokerConfig]:
+    # The broker makes its test CA as it starts (shared/ops/secured_broker.py).
+    config = SecuredBrokerConfig(
+        home=tmp_path_factory.mktemp("kafka-scram"), port=free_port(),
+        controller_port=free_port(), sasl_port=free_port(),
+        users=((USER, PASSWORD), (APP_USER, APP_PASSWORD), (NO_TXN_USER, NO_TXN_PASSWORD)),
+        super_users=(USER,))
+    broker = SecuredBroker(config)
     broker.start(timeout_s=90)
     try:
         yield config
@@ -136,7 +65,7 @@ def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramBrok
 
 
 @pytest.fixture()
-def secured(scram_broker: ScramBrokerConfig, platform_settings: PlatformSettings,
+def secured(scram_broker: SecuredBrokerConfig, platform_settings: PlatformSettings,
             tmp_path: Path) -> FraudSettings:
     fields = {f.name: getattr(platform_settings, f.name)
               for f in dataclasses.fields(PlatformSettings)}
