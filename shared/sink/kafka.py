@@ -133,6 +133,43 @@ class SinkNotAuthorized(PermissionError):
     ACL to grant, which Kafka's error code alone does not."""
 
 
+def hidden_refusal(error: KafkaException, config, partition: int,
+                   topics: Iterable[str] = ()) -> KafkaException:
+    """The authorization failure behind an error librdkafka does not name it in, asked of
+    the admin API (only after a failure: nothing on the happy path), else ``error``.
+    Without DESCRIBE on its marker group, a writer's offset fetch times out (librdkafka
+    retries the refused coordinator lookup); without WRITE on a topic, the commit fails as
+    "message(s) failed delivery"."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
+    from confluent_kafka.admin import AclOperation
+
+    from shared.runtime.kafka_clients import admin_client
+
+    code = error.args[0].code()
+    if code not in (KafkaError._TIMED_OUT, KafkaError._INCONSISTENT):
+        return error
+    admin = admin_client(config.kafka, log_level=0)
+    try:
+        if code == KafkaError._TIMED_OUT:
+            group = ConsumerGroupTopicPartitions(
+                config.marker_group(partition), [TopicPartition(config.marker_topic, 0)])
+            for future in admin.list_consumer_group_offsets([group],
+                                                            request_timeout=10).values():
+                future.result(15)
+            return error
+        found = admin.describe_topics(TopicCollection(sorted(set(topics))),
+                                      include_authorized_operations=True, request_timeout=10)
+        for topic, future in found.items():
+            if AclOperation.WRITE not in (future.result(15).authorized_operations or ()):
+                return KafkaException(KafkaError(
+                    KafkaError.TOPIC_AUTHORIZATION_FAILED, f"no WRITE on topic {topic!r}"))
+    except KafkaException as refused:
+        if refused.args[0].code() in (KafkaError.GROUP_AUTHORIZATION_FAILED,
+                                      KafkaError.TOPIC_AUTHORIZATION_FAILED):
+            return refused
+    return error
+
+
 def not_authorized(error: KafkaException, config, partition: int) -> SinkNotAuthorized | None:
     """``error`` explained when it is an authorization failure of writer ``partition`` of
     sink ``config`` (a SinkConfig), else None. The grant comes first: a restart's cause is

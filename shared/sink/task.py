@@ -27,6 +27,7 @@ from shared.runtime.fault_plan import FaultPlan
 from shared.sink.kafka import (
     abort_quietly,
     await_learned_broker,
+    hidden_refusal,
     kafka_clients,
     not_authorized,
     produce,
@@ -165,9 +166,16 @@ class LogicalWriter:
         for client in (self.producer, self.marker):
             await_learned_broker(client, self.config.marker_topic)
         retrying(lambda: self.producer.init_transactions(60))
-        tp = TopicPartition(self.config.marker_topic, 0)
-        found = retrying(lambda: self.marker.committed([tp], timeout=30)[0])
+        found = retrying(self._read_marker)
         self.committed = Marker.read(found.offset, found.metadata)
+
+    def _read_marker(self) -> TopicPartition:
+        try:
+            return self.marker.committed([TopicPartition(self.config.marker_topic, 0)],
+                                         timeout=30)[0]
+        except KafkaException as error:
+            # A timeout is retried, unless it hides a refusal (then not retriable).
+            raise hidden_refusal(error, self.config, self.partition) from error
 
     def begin(self, batch_id: int, digest: str) -> Marker:
         """Open the batch's transaction, marker first: a fenced producer learns it here,
@@ -234,7 +242,10 @@ def write_partition(spec: TaskSpec, batches: Iterator[pa.RecordBatch],
         result = write(spec, partition, rows, _CACHE if cache is None else cache)
     except KafkaException as error:
         # Spark shows the task's exception: one that names the missing ACL.
-        refused = not_authorized(error, spec.config, partition)
+        topics = [] if first is None else first.column("topic").unique().to_pylist()
+        refused = not_authorized(hidden_refusal(error, spec.config, partition,
+                                                [*topics, spec.config.marker_topic]),
+                                 spec.config, partition)
         if refused is None:
             raise
         raise refused from error

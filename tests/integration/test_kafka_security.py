@@ -6,8 +6,9 @@ than the grants shared/ops/acls.py derives for it.
 principal holding only its grants, on topics the admin provisioned, Spark's Kafka source
 (the Java client: a JAAS configuration built from the username and password, the CA as
 a PEM truststore) reading its input and the exactly-once sink's writers (librdkafka)
-writing its alerts once; a consumer reads them back. Without the transactional-id grant
-the sink's writer fails naming that grant. Without the settings, with a wrong password or
+writing its alerts once; a consumer reads them back. Without any one of the sink's grants
+(transactional id, marker group, output topic, dead-letter topic) its writer fails
+naming that grant. Without the settings, with a wrong password or
 without the CA, the broker is reported unreachable. No password appears in a log line,
 metrics file or Spark setting."""
 
@@ -26,7 +27,7 @@ from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
 from shared.cli import main as cli
-from shared.ops.acls import TRANSACTIONAL_ID, acl_bindings, app_grants
+from shared.ops.acls import GROUP, TRANSACTIONAL_ID, acl_bindings, app_grants
 from shared.ops.processes import free_port
 from shared.ops.secured_broker import MECHANISM, SecuredBroker, SecuredBrokerConfig
 from shared.ops.topics import BrokerUnreachable, provision, require_broker
@@ -178,14 +179,57 @@ ENVELOPE = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa
                                                       ("value", pa.binary())])))])
 
 
-def test_without_the_transactional_id_grant_the_sink_names_the_missing_acl(secured):
-    """The function a sink's Spark task runs, called here directly (no Spark run needed):
-    its writer's init_transactions is refused, and the error names the grant."""
+def revoke_all(admin_settings: FraudSettings, principal: str) -> None:
+    """Delete every ACL of ``principal`` and wait until the broker has none left."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = admin_client(admin_settings)
+    mine = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                            AclOperation.ANY, AclPermissionType.ANY)
+    for future in admin.delete_acls([mine]).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while admin.describe_acls(mine).result(10):
+        assert time.monotonic() < deadline, "the broker kept the ACLs"
+        time.sleep(0.1)
+
+
+# The sink's grants (shared/ops/acls.py), each left out in turn, and what its error names.
+SINK_GRANTS = {
+    "transactional id": (lambda g: g.resource == TRANSACTIONAL_ID,
+                         "WRITE and DESCRIBE on TransactionalId prefixed 'statewise-sink.fraud.'",
+                         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    "marker group": (lambda g: g.resource == GROUP,
+                     "READ and DESCRIBE on Group prefixed 'statewise-sink.fraud.'",
+                     "GROUP_AUTHORIZATION_FAILED"),
+    "output topic": (lambda g: g.name.endswith(FRAUD.outputs[0].name),
+                     "WRITE and DESCRIBE on the app's output, dead-letter and late topics",
+                     "TOPIC_AUTHORIZATION_FAILED"),
+    "dead-letter topic (markers)": (lambda g: g.name.endswith(FRAUD.dead_letter.name),
+                                    "WRITE and DESCRIBE on the app's output, dead-letter and "
+                                    "late topics, and READ on", "TOPIC_AUTHORIZATION_FAILED"),
+}
+
+
+@pytest.mark.parametrize("left_out", list(SINK_GRANTS))
+def test_without_each_of_its_grants_the_sink_names_the_missing_acl(secured, left_out):
+    """The function a sink's Spark task runs, called here directly (no Spark run needed),
+    as a principal holding every grant of the app but one: refused, the error names the
+    grant, and nothing is written."""
+    leave_out, names_grant, code = SINK_GRANTS[left_out]
     denied = as_user(secured, NO_TXN_USER, NO_TXN_PASSWORD)
+    principal = f"User:{NO_TXN_USER}"
     provision(admin_client(secured), FRAUD.all(), secured.topic_prefix,
               allow_fewer_replicas=secured.allow_fewer_replicas)
-    grant(secured, [g for g in app_grants(FRAUD_APP, denied) if g.resource != TRANSACTIONAL_ID],
-          f"User:{NO_TXN_USER}")
+    grants = app_grants(FRAUD_APP, denied)
+    assert sum(map(leave_out, grants)) == 1
+    grant(secured, [g for g in grants if not leave_out(g)], principal)
     alerts = FRAUD.outputs[0].qualified(secured.topic_prefix)
     config = SinkConfig(sink_id=names.sink_id(FRAUD_APP.name, str(uuid.uuid4())),
                         kafka=connection(denied),
@@ -193,12 +237,14 @@ def test_without_the_transactional_id_grant_the_sink_names_the_missing_acl(secur
     batch = pa.RecordBatch.from_pylist(
         [{"topic": alerts, "key": b"card-1", "value": b"{}", "headers": None}], schema=ENVELOPE)
 
-    with pytest.raises(SinkNotAuthorized) as refused:
-        list(write_partition(TaskSpec(config, 0, FaultPlan.none()), iter([batch]),
-                             WriterCache(), partition=0))
+    try:
+        with pytest.raises(SinkNotAuthorized) as refused:
+            list(write_partition(TaskSpec(config, 0, FaultPlan.none()), iter([batch]),
+                                 WriterCache(), partition=0))
+    finally:
+        revoke_all(secured, principal)
     message = str(refused.value)
-    assert message.startswith("not authorized: grant the app's principal WRITE and DESCRIBE "
-                              "on TransactionalId prefixed 'statewise-sink.fraud.' "
-                              "(TRANSACTIONAL_ID_AUTHORIZATION_FAILED"), message
-    assert config.transactional_id(0) in message
+    assert message.startswith(f"not authorized: grant the app's principal {names_grant}"), \
+        message
+    assert code in message and "statewise acls APP" in message
     assert read_all(secured, alerts, idle_timeout_s=0.5) == []
