@@ -42,29 +42,73 @@ def lock_checkpoint(checkpoint: str, app: str) -> bool:
     folder = local_folder(checkpoint)
     if folder is None:
         return False
-    path = (folder / LOCK_FILE).resolve()
+    try:
+        return _lock(folder / LOCK_FILE, "")
+    except _Held as held:
+        raise CheckpointInUse(
+            f"{app}: the checkpoint {checkpoint} is in use by {held.holder}: two instances "
+            "on one checkpoint would both plan its batches and write its output. Stop the "
+            "other instance, or give this one its own --checkpoint-dir") from None
+
+
+def unlock_checkpoint(checkpoint: str) -> None:
+    """Let the lock go (the query stopped); nothing when this process does not hold it."""
+    folder = local_folder(checkpoint)
+    if folder is not None:
+        _unlock(folder / LOCK_FILE)
+
+
+def lock_mode(checkpoint_root: str, topic_prefix: str, app: str, mode: str) -> bool:
+    """One mode of an app with a Real-Time Mode per set of topics: its micro-batch and
+    Real-Time queries both write the app's dead letters, so running both on one set of
+    topics would set every bad record aside twice. A lock in the checkpoint root, named
+    after the topics (prefix and app), held by the running mode; CheckpointInUse when
+    the other mode (or the same, in another process) holds it."""
+    root = local_folder(checkpoint_root)
+    if root is None:
+        return False
+    try:
+        return _lock(root / f"statewise-topics.{topic_prefix}{app}.lock", f"{mode} mode of ")
+    except _Held as held:
+        raise CheckpointInUse(
+            f"{app} --mode {mode}: the app's topics (prefix {topic_prefix!r}) are in use by "
+            f"the {held.holder}: the micro-batch and Real-Time queries both write the "
+            "app's dead letters, and would set every bad record aside twice. Run one mode "
+            "per set of topics (a --topic-prefix each)") from None
+
+
+def unlock_mode(checkpoint_root: str, topic_prefix: str, app: str) -> None:
+    root = local_folder(checkpoint_root)
+    if root is not None:
+        _unlock(root / f"statewise-topics.{topic_prefix}{app}.lock")
+
+
+class _Held(Exception):
+    def __init__(self, holder: str) -> None:
+        self.holder = holder
+
+
+def _lock(path: Path, what: str) -> bool:
+    """flock ``path`` for this process: True when taken now, False when held already;
+    _Held (with what the holder wrote in it) when another process holds it."""
+    path = path.resolve()
     if path in _HELD:
         return False
-    folder.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
         os.close(fd)
-        raise CheckpointInUse(
-            f"{app}: the checkpoint {checkpoint} is in use by {holder}: two instances on one "
-            "checkpoint would both plan its batches and write its output. Stop the other "
-            "instance, or give this one its own --checkpoint-dir") from None
+        raise _Held(holder) from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+    os.pwrite(fd, f"{what}pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
     _HELD[path] = fd
     return True
 
 
-def unlock_checkpoint(checkpoint: str) -> None:
-    """Let the lock go (the query stopped); nothing when this process does not hold it."""
-    folder = local_folder(checkpoint)
-    fd = None if folder is None else _HELD.pop((folder / LOCK_FILE).resolve(), None)
+def _unlock(path: Path) -> None:
+    fd = _HELD.pop(path.resolve(), None)
     if fd is not None:
         os.close(fd)  # closing the descriptor releases the flock

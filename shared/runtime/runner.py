@@ -31,7 +31,12 @@ from shared.runtime.checkpoint_check import (
     error_texts,
 )
 from shared.runtime.checkpoint_files import HadoopFiles
-from shared.runtime.checkpoint_lock import lock_checkpoint, unlock_checkpoint
+from shared.runtime.checkpoint_lock import (
+    lock_checkpoint,
+    lock_mode,
+    unlock_checkpoint,
+    unlock_mode,
+)
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.input_kept import check_input_kept
 from shared.runtime.kafka_clients import connection
@@ -135,6 +140,8 @@ class RunningApp:
         if self.writer.sink is not None:
             self.writer.sink.close()
         unlock_checkpoint(self.writer.checkpoint)
+        settings = self.writer.settings
+        unlock_mode(str(settings.checkpoint_dir), settings.topic_prefix, self.writer.app.name)
 
 
 def bucket_labels(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
@@ -225,12 +232,18 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     checkpoint = checkpoint_path(app, settings)
     prepare_app_folders(settings, [checkpoint])  # before Spark writes in them
     took_lock = lock_checkpoint(checkpoint, app.name)
+    took_mode = False
     try:
+        if app.realtime is not None:  # its Real-Time Mode writes the same dead letters
+            took_mode = lock_mode(str(settings.checkpoint_dir), settings.topic_prefix,
+                                  app.name, "micro-batch")
         return _start(spark, app, settings, checkpoint, available_now, faults, restore,
                       figures)
     except BaseException:
         if took_lock:  # not the lock of a query of this process still running on it
             unlock_checkpoint(checkpoint)
+        if took_mode:
+            unlock_mode(str(settings.checkpoint_dir), settings.topic_prefix, app.name)
         raise
 
 
