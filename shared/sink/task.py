@@ -172,7 +172,7 @@ class LogicalWriter:
     def _read_marker(self) -> TopicPartition:
         try:
             return self.marker.committed([TopicPartition(self.config.marker_topic, 0)],
-                                         timeout=30)[0]
+                                         timeout=10)[0]
         except KafkaException as error:
             # A timeout is retried, unless it hides a refusal (then not retriable).
             raise hidden_refusal(error, self.config, self.partition) from error
