@@ -57,6 +57,7 @@ from shared.runtime.kafka_clients import KafkaConnection
 from shared.runtime.kafka_io import ENVELOPE_COLUMNS
 from shared.sink import names
 from shared.sink.ledger import NO_IDENTITY, SinkLedger
+from shared.sink.markers import check_markers_first
 from shared.sink.task import (
     EMPTY,
     SKIPPED,
@@ -203,6 +204,7 @@ class ExactlyOnceKafkaSink:
         started = time.monotonic()
         # On the driver: a fault that kills the driver needs its pid (and its JVM's).
         identity = NO_IDENTITY if self.ledger is None else self.ledger.identity(batch_id)
+        check_markers_first(self.config, batch_id, identity)
         spec = TaskSpec(self.config, batch_id, self.faults.for_executors(), identity)
 
         def write(batches):

@@ -19,6 +19,8 @@ import pytest
 from shared.runtime.checkpoint_check import DO_NOT_RESTART
 from shared.runtime.kafka_clients import admin_client, connection
 from shared.sink import SinkConfig, replay_skipped
+from shared.sink.ledger import WRITERS_FILE
+from shared.sink.markers import read_markers
 from shared.testing.canary import CANARY_TOPICS, expected_outputs
 from shared.testing.canary_runs import (
     canary_inputs,
@@ -99,10 +101,20 @@ def test_a_checkpoint_that_went_back_or_lost_markers_stops_the_app(kafka_setting
     assert "batch 1 was committed to Kafka by writer" in again.stderr
     assert "offsets differ" in again.stderr and "Way out" in again.stderr
     _no_duplicate(kafka_settings)
+    # The driver read every known writer's marker, with its digests, before the tasks
+    # (shared/sink/markers.py): what it reads is what the writers committed.
+    sink = SinkConfig(f"canary.{json.loads((checkpoint / 'metadata').read_text())['id']}",
+                      connection(kafka_settings),
+                      CANARY_TOPICS.dead_letter.qualified(kafka_settings.topic_prefix))
+    known = json.loads((checkpoint / WRITERS_FILE).read_text())["writers"]
+    markers = read_markers(sink, known)
+    assert known and sorted(markers) == sorted(known)
+    # Each marker: its last batch (offset - 1) among its digests, none beyond batch 1.
+    assert all(m.offset - 1 in m.digests and set(m.digests) <= {0, 1}
+               for m in markers.values()), markers
+    assert max(m.offset for m in markers.values()) == 2  # batch 1 is in Kafka
 
     admin = admin_client(kafka_settings)
-    sink = SinkConfig(f"canary.{json.loads((checkpoint / 'metadata').read_text())['id']}",
-                      connection(kafka_settings), "unused")
     groups = [g.group_id for g in admin.list_consumer_groups().result().valid
               if g.group_id in {sink.marker_group(p) for p in range(8)}]
     assert groups

@@ -1,0 +1,49 @@
+"""A replayed batch checked on the driver against every known writer's marker before any
+task writes (shared/sink/markers.py): the writer whose marker is behind the batch must not
+write its share of a batch the checkpoint planned anew."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.runtime.checkpoint_check import OutputMismatch
+from shared.sink import SinkConfig
+from shared.sink.ledger import BatchIdentity
+from shared.sink.markers import check_markers_first
+from shared.sink.task import Marker
+
+CONFIG = SinkConfig(sink_id="fraud.q1", kafka=None, marker_topic="p.fraud.dead-letter")
+# Writer 0 last committed batch 2 (no records since); writer 1 committed batch 5 with
+# the offsets whose digest is "aaa".
+MARKERS = {0: Marker(3, {2: "x"}), 1: Marker(6, {4: "y", 5: "aaa"})}
+
+
+def reader(markers):
+    calls = []
+
+    def read(config, writers):
+        calls.append(list(writers))
+        return {w: markers[w] for w in writers}
+    return read, calls
+
+
+def test_a_batch_planned_anew_stops_before_the_writer_behind_it_writes():
+    read, calls = reader(MARKERS)
+    planned_anew = BatchIdentity("bbb", replay=True, known_writers=frozenset({0, 1}))
+    with pytest.raises(OutputMismatch, match="batch 5 was committed to Kafka by writer 1"):
+        check_markers_first(CONFIG, 5, planned_anew, read=read)
+    assert calls == [[0, 1]]
+
+
+def test_a_true_replay_and_a_new_batch_go_on_and_a_new_batch_reads_nothing():
+    read, calls = reader(MARKERS)
+    check_markers_first(CONFIG, 5, BatchIdentity("aaa", True, frozenset({0, 1})), read=read)
+    check_markers_first(CONFIG, 7, BatchIdentity("ccc", False, frozenset({0, 1})), read=read)
+    assert calls == [[0, 1]]  # the batch planned for the first time asked no marker
+
+
+def test_a_known_writer_whose_marker_is_gone_stops_a_replay_on_the_driver_too():
+    read, _ = reader({**MARKERS, 2: Marker(-1001, {})})
+    with pytest.raises(OutputMismatch, match="writer 2 .* marker .* is gone"):
+        check_markers_first(CONFIG, 5, BatchIdentity("aaa", True, frozenset({0, 1, 2})),
+                            read=read)
