@@ -1,6 +1,7 @@
 """Recovery of the fraud app: its process is killed three times at random moments while
 the producer runs; after it catches up, the read_committed alerts equal the oracle's,
-with no duplicate and none missing."""
+with no duplicate and none missing, and every record it wrote (alerts, dead letters, late
+records, whole) equals its operator replayed in memory over the same batches."""
 
 from __future__ import annotations
 
@@ -20,8 +21,11 @@ from apps.fraud.oracle import AlertIdentity, fraud_alerts
 from apps.fraud.settings import FraudSettings
 from apps.fraud.thresholds import Thresholds
 from apps.fraud.topics import FRAUD
+from shared.testing.app_writes import read_topic, written
 from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
+from shared.testing.contract_runs import checkpoint
 from shared.testing.kafka_tools import read_finished
+from shared.testing.replay import replay
 from shared.testing.verdicts import accepted_inputs
 
 pytestmark = pytest.mark.integration
@@ -47,7 +51,10 @@ def test_alerts_survive_three_kills(kafka_settings, create_topics, tmp_path):
     _, records = produce_through_kills(
         "fraud", settings, FRAUD.inputs[0].qualified(prefix), live_transactions(),
         rate_per_s=RATE, kills=3, rng=random.Random(11), extra_uptime_s=(0, 8),
-        log_dir=tmp_path, STATEWISE_MAX_OFFSETS_PER_TRIGGER="2000")
+        log_dir=tmp_path, STATEWISE_MAX_OFFSETS_PER_TRIGGER="2000",
+        # The replay below reads every batch of the offset log back.
+        STATEWISE_CHECKPOINT_RETAINED_BATCHES="100000",
+        catch_up_env={"STATEWISE_CHECKPOINT_RETAINED_BATCHES": "100000"})
 
     bootstrap = settings.bootstrap_servers
     alerts = [r.json() for r in read_finished(bootstrap, FRAUD.outputs[0].qualified(prefix))]
@@ -74,3 +81,13 @@ def test_alerts_survive_three_kills(kafka_settings, create_topics, tmp_path):
     assert sum(a.rule == VELOCITY for a in expected) > 20
     assert sum(a.rule != VELOCITY for a in expected) > 5  # watermark-decided rules too
     assert got == expected
+
+    # Whole records: every alert, dead letter and late record the killed runs wrote
+    # equals what the app's operator writes when the same batches (the offset log's, at
+    # their watermarks and times) are replayed in memory without a kill.
+    replayed = replay(FRAUD_APP, app_settings, checkpoint(FRAUD_APP, app_settings),
+                      read_topic(app_settings, FRAUD.inputs[0]))
+    writes = written(FRAUD_APP, app_settings)
+    assert sum(replayed.outputs.values()) == len(alerts)
+    assert (writes.outputs, writes.rejected, writes.late) == \
+        (replayed.outputs, replayed.rejected, replayed.late)
