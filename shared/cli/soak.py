@@ -27,6 +27,9 @@ def soak_main(argv: Sequence[str]) -> int:
     parser.add_argument("--minutes", type=float, default=20.0, help="how long faults go on")
     parser.add_argument("--rate", type=float, default=100.0, help="input records per second")
     parser.add_argument("--seed", type=int, default=7, help="the stream's and the faults' seed")
+    parser.add_argument("--faults", type=int, default=None,
+                        help="stop after this many faults, before the minutes are up (the "
+                             "input then ends there)")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help=f"checkpoints, metrics, logs and the summary (default "
                              f"{DEFAULT_WORK}/APP-TIME)")
@@ -45,7 +48,8 @@ def soak_main(argv: Sequence[str]) -> int:
     from shared.testing.soak import soak
 
     require_broker(settings)
-    report = soak(app, settings, args.minutes, args.rate, args.seed, work / "logs")
+    report = soak(app, settings, args.minutes, args.rate, args.seed, work / "logs",
+                  faults=args.faults)
     summary = report.as_dict()
     (work / "soak.json").write_text(json.dumps(summary, indent=2) + "\n")
     for name in ("faults", "records_sent", "bad_sent", "batches", "outputs_expected",

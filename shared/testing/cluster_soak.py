@@ -51,7 +51,7 @@ def cluster_soak(app: AppDefinition, settings, spark: StandaloneCluster,
     prefix; the report says what the comparison found."""
     rng = random.Random(seed)
     report = SoakReport(app.name, seconds / 60)
-    settings, mixed = soak_input(app, settings, seconds / 60, rate, seed, report)
+    settings, mixed, _ = soak_input(app, settings, seconds / 60, rate, seed, report)
     create_app_topics(app, settings)
     producer = Producer(app, settings, mixed, rate)
     producer.start()

@@ -26,6 +26,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,20 +77,27 @@ class SoakReport:
 
 
 def soak(app: AppDefinition, settings, minutes: float, rate: float, seed: int,
-         log_dir: Path) -> SoakReport:
-    """Run the soak on ``settings``' broker, topics and checkpoint (fresh ones)."""
+         log_dir: Path, faults: int | None = None,
+         uptime_s: tuple[float, float] = (2.0, 20.0)) -> SoakReport:
+    """Run the soak on ``settings``' broker, topics and checkpoint (fresh ones). ``faults``:
+    stop after that many (the input then ends early); ``uptime_s``: how long each run
+    goes on after its first batch, at random."""
     rng = random.Random(seed)
     report = SoakReport(app.name, minutes)
-    settings, mixed = soak_input(app, settings, minutes, rate, seed, report)
+    settings, mixed, bad = soak_input(app, settings, minutes, rate, seed, report)
     create_app_topics(app, settings)
     producer = Producer(app, settings, mixed, rate)
     producer.start()
     deadline = time.monotonic() + minutes * 60
     attempt = 0
-    while time.monotonic() < deadline and not producer.done.is_set():
-        _one_run(app, settings, rng, report, log_dir / f"run-{attempt}.log", deadline)
+    while (time.monotonic() < deadline and not producer.done.is_set()
+           and (faults is None or sum(report.faults.values()) < faults)):
+        _one_run(app, settings, rng, report, log_dir / f"run-{attempt}.log", deadline,
+                 uptime_s)
         attempt += 1
-    producer.finish()
+    producer.finish(early=True)
+    report.records_sent = producer.sent
+    report.bad_sent = sum(bad[:producer.sent])
     finished = catch_up(app.name, settings)
     if finished.returncode != 0:
         raise RuntimeError(f"{app.name}'s catch-up run failed ({finished.returncode}): "
@@ -99,9 +107,10 @@ def soak(app: AppDefinition, settings, minutes: float, rate: float, seed: int,
 
 
 def soak_input(app: AppDefinition, settings, minutes: float, rate: float, seed: int,
-               report: SoakReport) -> tuple[Any, list]:
+               report: SoakReport) -> tuple[Any, list, list[bool]]:
     """The app's stream for ``minutes`` at ``rate`` with its bad records mixed in (one in
-    :data:`BAD_EVERY`), and the settings it needs (its topic prefix among them)."""
+    :data:`BAD_EVERY`), the settings it needs (its topic prefix among them), and which
+    records are bad."""
     count = max(int(minutes * 60 * rate), 100)
     stream = app_stream(app, settings, count, latenesses=minutes * 60_000 / _lateness(app,
                         settings), seed=seed)
@@ -110,11 +119,12 @@ def soak_input(app: AppDefinition, settings, minutes: float, rate: float, seed: 
     mixed = interleaved(stream.records, [bad[i % len(bad)] for i in
                                          range(max(len(stream.records) // BAD_EVERY, 1))])
     report.records_sent, report.bad_sent = len(mixed), len(mixed) - len(stream.records)
-    return settings, mixed
+    bad_ids = {id(record) for record in bad}
+    return settings, mixed, [id(record) in bad_ids for record in mixed]
 
 
 def _one_run(app: AppDefinition, settings, rng: random.Random, report: SoakReport,
-             log: Path, deadline: float) -> None:
+             log: Path, deadline: float, uptime_s: tuple[float, float]) -> None:
     """Start the app, wait for a batch of its own, let it run a random while, stop it by
     a random fault; the stall is the time from the previous fault to that first batch."""
     fault_at = time.monotonic()
@@ -126,7 +136,7 @@ def _one_run(app: AppDefinition, settings, rng: random.Random, report: SoakRepor
         try:
             wait_for_new_batch(process, settings, app.name, before, timeout_s=300)
             report.longest_stall_s = max(report.longest_stall_s, time.monotonic() - fault_at)
-            time.sleep(min(rng.uniform(2, 20), max(deadline - time.monotonic(), 0)))
+            time.sleep(min(rng.uniform(*uptime_s), max(deadline - time.monotonic(), 0)))
         finally:
             if process.poll() is None and rng.random() < 0.5:
                 kill_tree(process.pid)
@@ -148,6 +158,8 @@ class Producer(threading.Thread):
         super().__init__(daemon=True)
         self.app, self.settings, self.records, self.rate = app, settings, records, rate
         self.done = threading.Event()
+        self.sent = 0  # records handed to the producer so far
+        self._stop_early = threading.Event()
         self.failure: BaseException | None = None
 
     def run(self) -> None:
@@ -156,14 +168,25 @@ class Producer(threading.Thread):
 
         topic = self.app.input_topic.qualified(self.settings.topic_prefix)
         try:
-            send_all(tuned_producer(self.settings), topic, self.records, rate_per_s=self.rate)
+            send_all(tuned_producer(self.settings), topic, self._until_stopped(),
+                     rate_per_s=self.rate)
         except BaseException as error:  # noqa: BLE001 - reported by the soak's end
             self.failure = error
         finally:
             self.done.set()
 
-    def finish(self) -> None:
-        """Wait for the last record; raise what made the producer fail, if anything."""
+    def _until_stopped(self) -> Iterator:
+        for record in self.records:
+            if self._stop_early.is_set():
+                return
+            self.sent += 1
+            yield record
+
+    def finish(self, early: bool = False) -> None:
+        """Wait for the last record (``early``: send no more); raise what made the
+        producer fail, if anything."""
+        if early:
+            self._stop_early.set()
         self.join()
         if self.failure is not None:
             raise RuntimeError(f"the soak's producer failed: {self.failure}") from \
