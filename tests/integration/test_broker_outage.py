@@ -61,16 +61,21 @@ def _wait_for(condition, timeout_s: float, what: str, log) -> None:
         time.sleep(1)
 
 
-@pytest.mark.slow  # in CI, the hard restart inside the sink's transaction below covers it
-def test_a_broker_killed_and_restarted_is_ridden_out(own_broker, platform_settings,
-                                                    tmp_path):
+def _canary_topics(broker: LocalBroker, platform_settings, tmp_path, prefix: str):
+    """Settings on ``broker`` under ``prefix``, the canary's topics made; and its input."""
     settings = dataclasses.replace(
-        platform_settings, bootstrap_servers=own_broker.config.bootstrap_servers,
-        topic_prefix="outage.", checkpoint_dir=str(tmp_path / "checkpoints"),
+        platform_settings, bootstrap_servers=broker.config.bootstrap_servers,
+        topic_prefix=prefix, checkpoint_dir=str(tmp_path / "checkpoints"),
         metrics_dir=tmp_path / "metrics")
     provision(admin_client(settings), CANARY_TOPICS.all(), settings.topic_prefix,
               allow_fewer_replicas=settings.allow_fewer_replicas)
-    source = CANARY_TOPICS.inputs[0].qualified(settings.topic_prefix)
+    return settings, CANARY_TOPICS.inputs[0].qualified(settings.topic_prefix)
+
+
+@pytest.mark.slow  # in CI, the hard restart inside the sink's transaction below covers it
+def test_a_broker_killed_and_restarted_is_ridden_out(own_broker, platform_settings,
+                                                    tmp_path):
+    settings, source = _canary_topics(own_broker, platform_settings, tmp_path, "outage.")
     inputs = canary_inputs(keys=6, per_key=60)
     before, after = inputs[:180], inputs[180:]
     send_json(settings.bootstrap_servers, source, before, "key")
@@ -108,13 +113,7 @@ def test_a_broker_killed_and_restarted_is_ridden_out(own_broker, platform_settin
     "hard", pytest.param("clean", marks=pytest.mark.slow)])  # clean: outside CI's budget
 def test_a_broker_restarted_inside_the_sinks_transaction_loses_and_doubles_nothing(
         own_broker, platform_settings, tmp_path, restart):
-    settings = dataclasses.replace(
-        platform_settings, bootstrap_servers=own_broker.config.bootstrap_servers,
-        topic_prefix="in-txn.", checkpoint_dir=str(tmp_path / "checkpoints"),
-        metrics_dir=tmp_path / "metrics")
-    provision(admin_client(settings), CANARY_TOPICS.all(), settings.topic_prefix,
-              allow_fewer_replicas=settings.allow_fewer_replicas)
-    source = CANARY_TOPICS.inputs[0].qualified(settings.topic_prefix)
+    settings, source = _canary_topics(own_broker, platform_settings, tmp_path, "in-txn.")
     inputs = canary_inputs(keys=6, per_key=40)
     before, after = inputs[:120], inputs[120:]
     send_json(settings.bootstrap_servers, source, before, "key")

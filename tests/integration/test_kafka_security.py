@@ -113,9 +113,8 @@ def as_user(settings: FraudSettings, user: str, password: str) -> FraudSettings:
     return dataclasses.replace(settings, kafka_sasl_username=user, kafka_sasl_password=password)
 
 
-def grant(admin_settings: FraudSettings, grants, principal: str) -> None:
-    """Create ``grants`` for ``principal`` as the admin, and wait until the broker has them
-    (it applies ACLs as it replays the cluster's metadata, after the controller commits)."""
+def acls_of(principal: str):
+    """A filter matching every ACL binding of ``principal``."""
     from confluent_kafka.admin import (
         AclBindingFilter,
         AclOperation,
@@ -124,12 +123,18 @@ def grant(admin_settings: FraudSettings, grants, principal: str) -> None:
         ResourceType,
     )
 
+    return AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                            AclOperation.ANY, AclPermissionType.ANY)
+
+
+def grant(admin_settings: FraudSettings, grants, principal: str) -> None:
+    """Create ``grants`` for ``principal`` as the admin, and wait until the broker has them
+    (it applies ACLs as it replays the cluster's metadata, after the controller commits)."""
     admin = admin_client(admin_settings)
     bindings = acl_bindings(grants, principal)
     for future in admin.create_acls(bindings).values():
         future.result(30)
-    mine = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
-                            AclOperation.ANY, AclPermissionType.ANY)
+    mine = acls_of(principal)
     deadline = time.monotonic() + 30
     while len(admin.describe_acls(mine).result(10)) < len(bindings):
         assert time.monotonic() < deadline, "the broker did not show the ACLs"
@@ -181,17 +186,8 @@ ENVELOPE = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa
 
 def revoke_all(admin_settings: FraudSettings, principal: str) -> None:
     """Delete every ACL of ``principal`` and wait until the broker has none left."""
-    from confluent_kafka.admin import (
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-        ResourceType,
-    )
-
     admin = admin_client(admin_settings)
-    mine = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
-                            AclOperation.ANY, AclPermissionType.ANY)
+    mine = acls_of(principal)
     for future in admin.delete_acls([mine]).values():
         future.result(30)
     deadline = time.monotonic() + 30
