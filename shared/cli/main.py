@@ -248,22 +248,14 @@ def _single_broker(action: str) -> int:
     from shared.ops.broker import LocalBroker
 
     broker = LocalBroker()
-    if action == "up":
-        print(f"starting Kafka (KRaft) on {broker.config.bootstrap_servers} ...", flush=True)
-        broker.start()
-        print(f"Kafka is up on {broker.config.bootstrap_servers}; data in {broker.home}")
-        # Topic specs ask for 3 replicas: creating them on this one broker is refused
-        # unless allowed, on purpose (shared/ops/topics.py).
-        print("one broker: export STATEWISE_ALLOW_FEWER_REPLICAS=true before the commands "
-              "that create topics (run, topics, control, produce)")
-    elif action == "down":
-        print("Kafka stopped" if broker.stop() else "Kafka was not running")
-    else:
-        running = broker.is_running()
-        print(f"Kafka is {'running' if running else 'not running'} "
-              f"({broker.config.bootstrap_servers})")
-        return 0 if running else 3
-    return 0
+    servers = broker.config.bootstrap_servers
+    # Topic specs ask for 3 replicas: creating them on this one broker is refused unless
+    # allowed, on purpose (shared/ops/topics.py).
+    return _broker_action(
+        action, broker, f"Kafka (KRaft) on {servers}", broker.is_running,
+        lambda: f"Kafka is up on {servers}; data in {broker.home}\none broker: export "
+                "STATEWISE_ALLOW_FEWER_REPLICAS=true before the commands that create "
+                "topics (run, topics, control, produce)")
 
 
 def _secured_broker(action: str) -> int:
@@ -271,28 +263,19 @@ def _secured_broker(action: str) -> int:
 
     broker = local_secured_broker()
     config, credentials = broker.config, broker.home / "credentials"
-    if action == "up":
-        print(f"starting Kafka (KRaft) with SASL_SSL on {config.sasl_bootstrap_servers} ...",
-              flush=True)
-        broker.start()
-        print(f"Kafka is up; data in {broker.home}. As the admin ({ADMIN_USER}, a super "
-              f"user; the app's user is {APP_USER}, its password in {credentials}):\n"
-              f"export STATEWISE_BOOTSTRAP_SERVERS={config.sasl_bootstrap_servers}\n"
-              "export STATEWISE_KAFKA_SECURITY_PROTOCOL=SASL_SSL\n"
-              f"export STATEWISE_KAFKA_SASL_MECHANISM={MECHANISM}\n"
-              f"export STATEWISE_KAFKA_SSL_CA_LOCATION={config.ca_file}\n"
-              f"export STATEWISE_KAFKA_SASL_USERNAME={ADMIN_USER}\n"
-              f"export STATEWISE_KAFKA_SASL_PASSWORD=\"$(cat {credentials / ADMIN_USER})\"\n"
-              "export STATEWISE_ALLOW_FEWER_REPLICAS=true\n"
-              f"grants for the app's user: statewise acls APP --principal User:{APP_USER}")
-    elif action == "down":
-        print("Kafka stopped" if broker.stop() else "Kafka was not running")
-    else:
-        running = broker.is_running()
-        print(f"Kafka is {'running' if running else 'not running'} "
-              f"(SASL_SSL on {config.sasl_bootstrap_servers})")
-        return 0 if running else 3
-    return 0
+    return _broker_action(
+        action, broker, f"Kafka (KRaft) with SASL_SSL on {config.sasl_bootstrap_servers}",
+        broker.is_running,
+        lambda: f"Kafka is up; data in {broker.home}. As the admin ({ADMIN_USER}, a super "
+                f"user; the app's user is {APP_USER}, its password in {credentials}):\n"
+                f"export STATEWISE_BOOTSTRAP_SERVERS={config.sasl_bootstrap_servers}\n"
+                "export STATEWISE_KAFKA_SECURITY_PROTOCOL=SASL_SSL\n"
+                f"export STATEWISE_KAFKA_SASL_MECHANISM={MECHANISM}\n"
+                f"export STATEWISE_KAFKA_SSL_CA_LOCATION={config.ca_file}\n"
+                f"export STATEWISE_KAFKA_SASL_USERNAME={ADMIN_USER}\n"
+                f"export STATEWISE_KAFKA_SASL_PASSWORD=\"$(cat {credentials / ADMIN_USER})\"\n"
+                "export STATEWISE_ALLOW_FEWER_REPLICAS=true\n"
+                f"grants for the app's user: statewise acls APP --principal User:{APP_USER}")
 
 
 def _broker_cluster(action: str) -> int:
@@ -300,17 +283,28 @@ def _broker_cluster(action: str) -> int:
 
     cluster = BrokerCluster()
     servers = cluster.bootstrap_servers
+    return _broker_action(
+        action, cluster, f"a 3-node Kafka cluster (KRaft) on {servers}",
+        lambda: len(cluster.running()) == len(cluster.nodes),
+        lambda: f"Kafka is up; data in {cluster.home}\n"
+                f"export STATEWISE_BOOTSTRAP_SERVERS={servers}")
+
+
+def _broker_action(action: str, broker, what: str, running: Callable[[], bool],
+                   started: Callable[[], str]) -> int:
+    """``statewise broker up|down|status`` for any local Kafka: ``broker`` has start()
+    and stop(); ``running`` says whether all of it runs; ``started``: what to print
+    once it is up. Status exits 3 when it is not running."""
     if action == "up":
-        print(f"starting a 3-node Kafka cluster (KRaft) on {servers} ...", flush=True)
-        cluster.start()
-        print(f"Kafka is up; data in {cluster.home}\n"
-              f"export STATEWISE_BOOTSTRAP_SERVERS={servers}")
+        print(f"starting {what} ...", flush=True)
+        broker.start()
+        print(started())
     elif action == "down":
-        print("Kafka cluster stopped" if cluster.stop() else "Kafka cluster was not running")
+        print("Kafka stopped" if broker.stop() else "Kafka was not running")
     else:
-        running = cluster.running()
-        print(f"Kafka nodes running: {running or 'none'} of 1-{len(cluster.nodes)} ({servers})")
-        return 0 if len(running) == len(cluster.nodes) else 3
+        up = running()
+        print(f"{what}: {'running' if up else 'not running'}")
+        return 0 if up else 3
     return 0
 
 

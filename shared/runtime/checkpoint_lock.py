@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -64,11 +65,11 @@ def lock_mode(checkpoint_root: str, topic_prefix: str, app: str, mode: str) -> b
     topics would set every bad record aside twice. A lock in the checkpoint root, named
     after the topics (prefix and app), held by the running mode; CheckpointInUse when
     the other mode (or the same, in another process) holds it."""
-    root = local_folder(checkpoint_root)
-    if root is None:
+    path = _mode_lock(checkpoint_root, topic_prefix, app)
+    if path is None:
         return False
     try:
-        return _lock(root / f"statewise-topics.{topic_prefix}{app}.lock", f"{mode} mode of ")
+        return _lock(path, f"{mode} mode of ")
     except _Held as held:
         raise CheckpointInUse(
             f"{app} --mode {mode}: the app's topics (prefix {topic_prefix!r}) are in use by "
@@ -78,9 +79,58 @@ def lock_mode(checkpoint_root: str, topic_prefix: str, app: str, mode: str) -> b
 
 
 def unlock_mode(checkpoint_root: str, topic_prefix: str, app: str) -> None:
+    path = _mode_lock(checkpoint_root, topic_prefix, app)
+    if path is not None:
+        _unlock(path)
+
+
+@dataclass(frozen=True)
+class RunLocks:
+    """What one run of an app holds: its checkpoints' locks and, for an app with two
+    modes, its topics' mode lock. ``taken``: those this run took (not held already)."""
+
+    checkpoints: tuple[str, ...]
+    root: str
+    topic_prefix: str
+    app: str
+    taken: tuple[str, ...]
+    took_mode: bool
+
+    def release(self) -> None:
+        """The run stopped: let every lock it holds go."""
+        for checkpoint in self.checkpoints:
+            unlock_checkpoint(checkpoint)
+        unlock_mode(self.root, self.topic_prefix, self.app)
+
+    def release_taken(self) -> None:
+        """The run did not start: let go of what this run took, not of locks a query
+        of this process still running holds."""
+        for checkpoint in self.taken:
+            unlock_checkpoint(checkpoint)
+        if self.took_mode:
+            unlock_mode(self.root, self.topic_prefix, self.app)
+
+
+def lock_run(checkpoints: tuple[str, ...], app: str, settings, mode: str | None) -> RunLocks:
+    """Take a run's locks: each checkpoint's, then (``mode`` given: an app with two
+    modes) its topics'. CheckpointInUse, holding nothing new, when one is taken."""
+    root, prefix = str(settings.checkpoint_dir), settings.topic_prefix
+    taken: list[str] = []
+    try:
+        for checkpoint in checkpoints:
+            if lock_checkpoint(checkpoint, app if mode in (None, "micro-batch")
+                               else f"{app} --mode {mode}"):
+                taken.append(checkpoint)
+        took_mode = mode is not None and lock_mode(root, prefix, app, mode)
+    except CheckpointInUse:
+        RunLocks(checkpoints, root, prefix, app, tuple(taken), False).release_taken()
+        raise
+    return RunLocks(checkpoints, root, prefix, app, tuple(taken), took_mode)
+
+
+def _mode_lock(checkpoint_root: str, topic_prefix: str, app: str) -> Path | None:
     root = local_folder(checkpoint_root)
-    if root is not None:
-        _unlock(root / f"statewise-topics.{topic_prefix}{app}.lock")
+    return None if root is None else root / f"statewise-topics.{topic_prefix}{app}.lock"
 
 
 class _Held(Exception):

@@ -34,13 +34,7 @@ from pyspark.sql.streaming import StreamingQuery
 from shared.app.definition import AppDefinition
 from shared.runtime import kafka_clients
 from shared.runtime.checkpoint import query_id
-from shared.runtime.checkpoint_lock import (
-    CheckpointInUse,
-    lock_checkpoint,
-    lock_mode,
-    unlock_checkpoint,
-    unlock_mode,
-)
+from shared.runtime.checkpoint_lock import RunLocks, lock_run
 from shared.runtime.kafka_io import parse, read_topics
 from shared.runtime.owner_only import prepare_app_folders
 from shared.runtime.runner import quality_gate
@@ -155,6 +149,7 @@ class RunningRealtime:
     outputs: StreamingQuery
     dead_letters: StreamingQuery
     writer: DeadLetterWriter
+    locks: RunLocks
 
     @property
     def queries(self) -> tuple[StreamingQuery, StreamingQuery]:
@@ -166,32 +161,7 @@ class RunningRealtime:
         for query in self.queries:
             query.stop()
         self.writer.close()
-        _unlock(self.writer.rt, self.writer.settings, checkpoint_paths(self.writer.rt,
-                                                                      self.writer.settings))
-
-
-def _lock(rt: RealtimeApp, settings: PlatformSettings, checkpoints: tuple[str, ...]) -> None:
-    """Its two checkpoints (one instance on each), and the app's topics (one mode on
-    them: shared/runtime/checkpoint_lock.py); CheckpointInUse otherwise, nothing held."""
-    root = str(settings.checkpoint_dir)
-    took_mode = lock_mode(root, settings.topic_prefix, rt.app.name, "realtime")
-    taken: list[str] = []
-    try:
-        for checkpoint in checkpoints:
-            if lock_checkpoint(checkpoint, f"{rt.app.name} --mode realtime"):
-                taken.append(checkpoint)
-    except CheckpointInUse:
-        for checkpoint in taken:
-            unlock_checkpoint(checkpoint)
-        if took_mode:
-            unlock_mode(root, settings.topic_prefix, rt.app.name)
-        raise
-
-
-def _unlock(rt: RealtimeApp, settings: PlatformSettings, checkpoints) -> None:
-    unlock_mode(str(settings.checkpoint_dir), settings.topic_prefix, rt.app.name)
-    for checkpoint in checkpoints:
-        unlock_checkpoint(checkpoint)
+        self.locks.release()
 
 
 def realtime_session(spark: SparkSession, rt: RealtimeApp, settings: PlatformSettings
@@ -219,7 +189,8 @@ def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSetti
     schema = rt.app.input_topic.schema
     checkpoint, dead_checkpoint = checkpoint_paths(rt, settings)
     prepare_app_folders(settings, (checkpoint, dead_checkpoint))  # before Spark writes
-    _lock(rt, settings, (checkpoint, dead_checkpoint))
+    # One instance on each checkpoint, one mode on the app's topics.
+    locks = lock_run((checkpoint, dead_checkpoint), rt.app.name, settings, "realtime")
     # Two sources, not one read twice (Real-Time Mode would refuse identical sources in
     # one plan anyway). A real-time batch reads as it goes: no per-trigger cap.
     source_settings = settings if trigger else replace(settings, max_offsets_per_trigger=0)
@@ -236,7 +207,7 @@ def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSetti
     dead_letters = (rejected.writeStream.queryName(f"{rt.app.name}-realtime-dead-letters")
                     .option("checkpointLocation", dead_checkpoint).foreachBatch(writer)
                     .trigger(processingTime=settings.trigger_interval))
-    return RunningRealtime(outputs.start(), dead_letters.start(), writer)
+    return RunningRealtime(outputs.start(), dead_letters.start(), writer, locks)
 
 
 def run_realtime(rt: RealtimeApp, settings: PlatformSettings,

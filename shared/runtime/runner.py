@@ -31,12 +31,7 @@ from shared.runtime.checkpoint_check import (
     error_texts,
 )
 from shared.runtime.checkpoint_files import HadoopFiles
-from shared.runtime.checkpoint_lock import (
-    lock_checkpoint,
-    lock_mode,
-    unlock_checkpoint,
-    unlock_mode,
-)
+from shared.runtime.checkpoint_lock import RunLocks, lock_run
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.input_kept import check_input_kept
 from shared.runtime.kafka_clients import connection
@@ -128,6 +123,7 @@ class StateWatch:
 class RunningApp:
     query: StreamingQuery
     writer: BatchWriter
+    locks: RunLocks
 
     def stop(self, drain_timeout_s: float = 120.0) -> None:
         """Stop between batches: a batch cut short is replayed on restart anyway, but
@@ -139,9 +135,7 @@ class RunningApp:
         self.query.stop()
         if self.writer.sink is not None:
             self.writer.sink.close()
-        unlock_checkpoint(self.writer.checkpoint)
-        settings = self.writer.settings
-        unlock_mode(str(settings.checkpoint_dir), settings.topic_prefix, self.writer.app.name)
+        self.locks.release()
 
 
 def bucket_labels(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
@@ -231,25 +225,21 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     from Kafka. The checkpoint's lock is held until ``stop``."""
     checkpoint = checkpoint_path(app, settings)
     prepare_app_folders(settings, [checkpoint])  # before Spark writes in them
-    took_lock = lock_checkpoint(checkpoint, app.name)
-    took_mode = False
+    # An app with a Real-Time Mode: that mode writes the same dead letters.
+    locks = lock_run((checkpoint,), app.name, settings,
+                     None if app.realtime is None else "micro-batch")
     try:
-        if app.realtime is not None:  # its Real-Time Mode writes the same dead letters
-            took_mode = lock_mode(str(settings.checkpoint_dir), settings.topic_prefix,
-                                  app.name, "micro-batch")
         return _start(spark, app, settings, checkpoint, available_now, faults, restore,
-                      figures)
+                      figures, locks)
     except BaseException:
-        if took_lock:  # not the lock of a query of this process still running on it
-            unlock_checkpoint(checkpoint)
-        if took_mode:
-            unlock_mode(str(settings.checkpoint_dir), settings.topic_prefix, app.name)
+        locks.release_taken()
         raise
 
 
 def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
            checkpoint: str, available_now: bool, faults: FaultPlan | None,
-           restore: RestoreInput | None, figures: AppFigures | None) -> RunningApp:
+           restore: RestoreInput | None, figures: AppFigures | None,
+           locks: RunLocks) -> RunningApp:
     verify_checkpoint(spark, app, checkpoint)
     if restore is None:
         refuse_a_silent_new_checkpoint(spark, app, settings, checkpoint)
@@ -280,7 +270,7 @@ def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
         stream = stream.trigger(availableNow=True)
     else:
         stream = stream.trigger(processingTime=settings.trigger_interval)
-    return RunningApp(stream.start(), writer)
+    return RunningApp(stream.start(), writer, locks)
 
 
 def refuse_a_silent_new_checkpoint(spark: SparkSession, app: AppDefinition,

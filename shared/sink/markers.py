@@ -29,11 +29,15 @@ def read_markers(config, writers: Iterable[int], admin=None) -> dict[int, Marker
     from shared.runtime.kafka_clients import admin_client
 
     admin = admin or admin_client(config.kafka, log_level=0)
+    # One group per request (the client's limit), all asked before any answer is awaited.
+    asked = {writer: admin.list_consumer_group_offsets(
+                 [ConsumerGroupTopicPartitions(config.marker_group(writer),
+                                               [TopicPartition(config.marker_topic, 0)])],
+                 request_timeout=30)
+             for writer in writers}
     markers = {}
-    for writer in writers:
-        request = ConsumerGroupTopicPartitions(config.marker_group(writer),
-                                               [TopicPartition(config.marker_topic, 0)])
-        (future,) = admin.list_consumer_group_offsets([request], request_timeout=30).values()
+    for writer, futures in asked.items():
+        (future,) = futures.values()
         (found,) = future.result(60).topic_partitions
         markers[writer] = Marker.read(found.offset, found.metadata)
     return markers

@@ -61,6 +61,16 @@ def _wait_for(condition, timeout_s: float, what: str, log) -> None:
         time.sleep(1)
 
 
+def _canary(settings, log, **env: str) -> subprocess.Popen:
+    """The canary as its own process, 1 s batches, restarts after 2 s, stderr to ``log``."""
+    with open(log, "w") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "shared.testing.canary"],
+            env=settings_env(settings, STATEWISE_TRIGGER_INTERVAL="1 second",
+                             STATEWISE_RESTART_BACKOFF_S="2", **env),
+            stdout=subprocess.DEVNULL, stderr=stderr)
+
+
 def _canary_topics(broker: LocalBroker, platform_settings, tmp_path, prefix: str):
     """Settings on ``broker`` under ``prefix``, the canary's topics made; and its input."""
     settings = dataclasses.replace(
@@ -81,13 +91,7 @@ def test_a_broker_killed_and_restarted_is_ridden_out(own_broker, platform_settin
     send_json(settings.bootstrap_servers, source, before, "key")
 
     log = tmp_path / "app.log"
-    with open(log, "w") as stderr:
-        app = subprocess.Popen(
-            [sys.executable, "-m", "shared.testing.canary"],
-            env=settings_env(settings, STATEWISE_TRIGGER_INTERVAL="1 second",
-                             STATEWISE_RESTART_BACKOFF_S="2",
-                             STATEWISE_BATCH_TIMEOUT_S="20"),
-            stdout=subprocess.DEVNULL, stderr=stderr)
+    app = _canary(settings, log, STATEWISE_BATCH_TIMEOUT_S="20")
     try:
         _wait_for(lambda: len(committed_outputs(settings)) >= len(before), 180,
                   "the first records' outputs", log)
@@ -121,15 +125,9 @@ def test_a_broker_restarted_inside_the_sinks_transaction_loses_and_doubles_nothi
     held = faults / "sink.before_commit@0.held"
 
     log = tmp_path / "app.log"
-    with open(log, "w") as stderr:
-        app = subprocess.Popen(
-            [sys.executable, "-m", "shared.testing.canary"],
-            env=settings_env(settings, STATEWISE_TRIGGER_INTERVAL="1 second",
-                             STATEWISE_RESTART_BACKOFF_S="2", STATEWISE_BATCH_TIMEOUT_S="60",
-                             STATEWISE_FAULTS="sink.before_commit@0",
-                             STATEWISE_FAULTS_SCOPE="hold",
-                             STATEWISE_FAULTS_ONCE_DIR=str(faults)),
-            stdout=subprocess.DEVNULL, stderr=stderr)
+    app = _canary(settings, log, STATEWISE_BATCH_TIMEOUT_S="60",
+                  STATEWISE_FAULTS="sink.before_commit@0", STATEWISE_FAULTS_SCOPE="hold",
+                  STATEWISE_FAULTS_ONCE_DIR=str(faults))
     try:
         _wait_for(held.exists, 180, "a writer holding inside its transaction", log)
         if restart == "hard":
