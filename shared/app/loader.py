@@ -111,3 +111,14 @@ def registered_apps() -> dict[str, AppDefinition]:
             f"in a folder {APP_PACKAGE}/NAME/{FOLDER_MODULE}.py: run scripts/bootstrap (an "
             "editable install's entry points date from its install)")
     return apps
+
+
+def app_package(name: str) -> str:
+    """The package that defines app ``name`` (an app folder's: its folder under
+    APP_PACKAGE): where the modules the app keeps beside its definition are found, such
+    as its oracle's."""
+    installed = list(entry_points(group=APP_ENTRY_POINTS))
+    for entry in [*installed, *folder_entry_points(installed)]:
+        if entry.name == name:
+            return entry.value.partition(":")[0].strip().rpartition(".")[0]
+    raise AppLoadError(f"no app {name!r} in {APP_ENTRY_POINTS!r} nor in {APP_PACKAGE}/")

@@ -493,7 +493,7 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "repartition": ("change a stopped app's state partitions in place (Spark's experimental "
                     "repartition; buckets stay)", _repartition_main),
     "soak": ("random faults against one app while input arrives, then its outputs "
-             "checked against its replay (--minutes N)", _soak_main),
+             "checked against its replay and oracle (--minutes N)", _soak_main),
     "new": ("create a new app from the template (apps/NAME/ and its tests)", _new_main),
     "k8s": ("write Kubernetes manifests: per app a Spark operator SparkApplication and "
             "its Strimzi KafkaTopics", _k8s_main),

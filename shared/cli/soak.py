@@ -1,5 +1,7 @@
 """``statewise soak APP --minutes N``: random faults against one app while its input keeps
-arriving, then a summary of what it wrote against its replay (shared/testing/soak.py).
+arriving, then a summary of what it wrote against its replay and its oracle
+(shared/testing/soak.py).
+
 Exit code 0 when nothing was lost, duplicated or set aside other than it must be."""
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ def soak_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="statewise soak", description="random faults (SIGKILL of the app's process "
         "tree, graceful stops) against one app while its input arrives; then every output, "
-        "dead letter and late record compared with the app replayed in memory")
+        "dead letter and late record compared with the app replayed in memory, and the "
+        "outputs with the app's oracle when it has one")
     parser.add_argument("app", choices=sorted(apps))
     parser.add_argument("--minutes", type=float, default=20.0, help="how long faults go on")
     parser.add_argument("--rate", type=float, default=100.0, help="input records per second")
@@ -54,7 +57,12 @@ def soak_main(argv: Sequence[str]) -> int:
     (work / "soak.json").write_text(json.dumps(summary, indent=2) + "\n")
     for name in ("faults", "records_sent", "bad_sent", "batches", "outputs_expected",
                  "outputs_written", "lost", "duplicated", "dead_letters",
-                 "dead_letters_unexpected", "late", "late_unexpected", "longest_stall_s"):
+                 "dead_letters_unexpected", "late", "late_unexpected", "oracle_expected",
+                 "longest_stall_s"):
         print(f"{name:24} {summary[name]}")
+    differences = report.oracle_differences
+    print(f"{'oracle_differences':24} {len(differences)}")
+    for line in differences[:20]:
+        print(f"  {line}")
     print(f"{'passed':24} {report.passed}   ({work / 'soak.json'})")
     return 0 if report.passed else 1

@@ -7,8 +7,9 @@ The app keeps running through both faults: the driver reschedules the lost execu
 tasks on the other worker, and Kafka's clients move to the partitions' new leaders (3
 replicas, min ISR 2: writes go on with one node down). When the input is all sent the
 app is stopped and a catch-up run (``--available-now``, submitted the same way) finishes
-it. What it wrote is then compared with its replay in memory (shared/testing/soak.py):
-no output lost, none duplicated, every rejection and late record as the replay says.
+it. What it wrote is then compared with its replay in memory and with the app's oracle
+(shared/testing/soak.py): no output lost, none duplicated, every rejection and late
+record as the replay says, every output as the oracle says.
 """
 
 from __future__ import annotations

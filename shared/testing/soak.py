@@ -12,9 +12,12 @@ When the minutes are up the producer stops and the app catches up (``--available
 Then, as the contract tests do (shared/testing/replay.py): every batch in the offset log
 is replayed in memory over the records Kafka holds, at the watermark and processing time
 Spark ran it at, and what the app wrote (outputs, dead letters, late records, as
-multisets) is compared with what the replay says it must have written. The summary:
-faults, records checked, outputs lost and duplicated, dead letters per reason, records
-late, and the longest stall (from a fault to the next committed batch).
+multisets) is compared with what the replay says it must have written; an app with an
+oracle (``apps/NAME/oracle_check.py``) is also judged by it, which does not share the
+operator's code (shared/testing/oracle_runs.py). The summary: faults, records checked,
+outputs lost and duplicated, dead letters per reason, records late, the oracle's
+outputs due and its differences, and the longest stall (from a fault to the next
+committed batch).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from shared.testing.chaos import (
 )
 from shared.testing.contract_input import app_stream
 from shared.testing.contract_runs import checkpoint, create_app_topics, interleaved
+from shared.testing.oracle_runs import OracleCheck, judge, oracle_of
 from shared.testing.replay import replay
 
 BAD_EVERY = 100  # one bad record per this many valid ones
@@ -65,11 +69,13 @@ class SoakReport:
     late_unexpected: int = 0
     longest_stall_s: float = 0.0
     batches: int = 0
+    oracle_expected: dict[str, int] = field(default_factory=dict)  # kind -> count due
+    oracle_differences: list[str] = field(default_factory=list)  # from the app's oracle
 
     @property
     def passed(self) -> bool:
         return not (self.lost or self.duplicated or self.dead_letters_unexpected
-                    or self.late_unexpected)
+                    or self.late_unexpected or self.oracle_differences)
 
     def as_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "passed": self.passed,
@@ -194,8 +200,9 @@ class Producer(threading.Thread):
 
 
 def compare(app: AppDefinition, settings, report: SoakReport) -> None:
-    """What the app wrote against its replay: outputs lost and duplicated, rejections
-    and late records that differ, into ``report``."""
+    """What the app wrote against its replay (outputs lost and duplicated, rejections
+    and late records that differ) and against its oracle when it has one, into
+    ``report``."""
     inputs = read_topic(settings, app.input_topic)
     expected = replay(app, settings, checkpoint(app, settings), inputs)
     got = written(app, settings)
@@ -212,6 +219,21 @@ def compare(app: AppDefinition, settings, report: SoakReport) -> None:
     report.late = sum(got.late.values())
     report.late_unexpected = sum(((got.late - expected.late)
                                   + (expected.late - got.late)).values())
+    check = oracle_of(app)
+    if check is not None:
+        _judge(app, settings, check, report)
+
+
+def _judge(app: AppDefinition, settings, check: OracleCheck, report: SoakReport) -> None:
+    """The app's oracle on the same run: what the replay cannot find (the operator wrong
+    everywhere, not only after a fault)."""
+    try:
+        verdict = judge(app, settings, check)
+    except AssertionError as error:  # the gate's verdicts disagree with the app's
+        report.oracle_differences = [f"accepted input: {error}"]
+        return
+    report.oracle_expected = dict(verdict.expected)
+    report.oracle_differences = verdict.differences
 
 
 def _lateness(app: AppDefinition, settings) -> int:

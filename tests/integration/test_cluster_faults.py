@@ -1,7 +1,7 @@
 """Each app submitted with spark-submit to a Spark standalone cluster (a master, two
 workers) against a three-node Kafka cluster (3 replicas, min ISR 2), one worker and one
-Kafka node killed while it runs: what it wrote equals its replay in memory, nothing
-lost, nothing duplicated (shared/testing/cluster_soak.py). Slow: about three minutes
+Kafka node killed while it runs: what it wrote equals the app's oracle and its replay in
+memory, nothing lost, nothing duplicated (shared/testing/cluster_soak.py). Slow: about three minutes
 per app on two cores, so outside CI's budget (make test-slow).
 """
 
@@ -68,6 +68,9 @@ def test_app_on_clusters_survives_a_worker_and_a_broker_kill(app_name, clusters,
     assert (report.dead_letters_unexpected, report.late_unexpected) == (0, 0), \
         report.as_dict()
     assert sum(report.dead_letters.values()) > 0  # the bad records were among the inputs
+    # The app's oracle, which shares no code with its operator, on the same run.
+    assert sum(report.oracle_expected.values()) > 0, report.as_dict()
+    assert report.oracle_differences == [], report.oracle_differences
     assert spark.alive_workers() >= 2 and kafka.running() == [1, 2, 3]
     # Both runs were the cluster's applications (spark-submit's --master, not local[2]).
     ran = [a["name"] for a in spark.state()["completedapps"]]

@@ -6,10 +6,8 @@ records, whole) equals its operator replayed in memory over the same batches."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import time
-from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -17,16 +15,15 @@ import pytest
 from apps.fraud.alert_rows import VELOCITY
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.generator import FaultRates, FraudGenerator, GeneratorConfig, ScenarioRates
-from apps.fraud.oracle import AlertIdentity, fraud_alerts
+from apps.fraud.oracle_check import check
 from apps.fraud.settings import FraudSettings
-from apps.fraud.thresholds import Thresholds
 from apps.fraud.topics import FRAUD
 from shared.testing.app_writes import read_topic, written
-from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
+from shared.testing.chaos import produce_through_kills
 from shared.testing.contract_runs import checkpoint
 from shared.testing.kafka_tools import read_finished
+from shared.testing.oracle_runs import finished_run
 from shared.testing.replay import replay
-from shared.testing.verdicts import accepted_inputs
 
 pytestmark = pytest.mark.integration
 RATE = 150
@@ -58,29 +55,18 @@ def test_alerts_survive_three_kills(kafka_settings, create_topics, tmp_path):
 
     bootstrap = settings.bootstrap_servers
     alerts = [r.json() for r in read_finished(bootstrap, FRAUD.outputs[0].qualified(prefix))]
-    ids = Counter(a["alert_id"] for a in alerts)
-    assert [i for i, n in ids.items() if n > 1] == []  # no duplicate
 
     # The oracle sees what the app must have accepted, judged without its outputs: the
     # gate's verdicts on every input record (its dead letters must be exactly those), and
-    # the late records checked against the watermark they name.
-    defaults = FraudSettings()
+    # the late records checked against the watermark they name (oracle_runs.finished_run).
     app_settings = FraudSettings(**{f.name: getattr(settings, f.name)
                                     for f in dataclasses.fields(type(settings))})
-    accepted = accepted_inputs(FRAUD_APP, app_settings)
-    assert len(accepted) < len(records)  # bad and late records were among them
-    transactions = [json.loads(v) for v in accepted]
-    oracle = fraud_alerts(transactions, Thresholds.from_settings(defaults),
-                          int(defaults.card_idle_expiry_h * 3_600_000))
-    # Order-sensitive rules judge a transaction once the watermark passes it: the
-    # oracle's verdicts on transactions the last batch had not reached are not due yet.
-    final_ms = last_batch_watermark_ms(settings, "fraud")
-    event_ms = {t["txn_id"]: t["event_time_ms"] for t in transactions}
-    expected = {a for a in oracle if a.rule == VELOCITY or event_ms[a.txn_id] <= final_ms}
-    got = {AlertIdentity(a["rule"], a["card_id"], a["txn_id"]) for a in alerts}
-    assert sum(a.rule == VELOCITY for a in expected) > 20
-    assert sum(a.rule != VELOCITY for a in expected) > 5  # watermark-decided rules too
-    assert got == expected
+    run = finished_run(FRAUD_APP, app_settings)
+    assert len(run.accepted) < len(records)  # bad and late records were among them
+    verdict = check(app_settings, run)
+    assert verdict.expected[VELOCITY] > 20
+    assert sum(verdict.expected.values()) - verdict.expected[VELOCITY] > 5  # watermark rules
+    assert verdict.differences == []  # none missing, none extra, none twice
 
     # Whole records: every alert, dead letter and late record the killed runs wrote
     # equals what the app's operator writes when the same batches (the offset log's, at

@@ -4,30 +4,23 @@ dead letters equal the oracle's up to the last batch's watermark, each written o
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import random
 import time
-from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
+from apps.iot.app import IOT_APP
 from apps.iot.generator import FaultRates, GeneratorConfig, IotGenerator
 from apps.iot.generator_episodes import EpisodeRates
-from apps.iot.oracle import (
-    AlertIdentity,
-    aggregates_differ,
-    from_records,
-    offline_alerts,
-    rolling_aggregates,
-    screen,
-    threshold_alerts,
-)
+from apps.iot.oracle_check import check
 from apps.iot.screening import OUT_OF_RANGE, SEQ_NOT_INCREASING
 from apps.iot.settings import IotSettings
 from apps.iot.topics import IOT
-from shared.testing.chaos import last_batch_watermark_ms, produce_through_kills
+from shared.testing.chaos import produce_through_kills
 from shared.testing.kafka_tools import read_finished
+from shared.testing.oracle_runs import finished_run
 
 pytestmark = pytest.mark.integration
 RATE = 150  # readings per second of event time
@@ -64,20 +57,6 @@ def live_fleet() -> Iterator:
     return IotGenerator(config).chunks()
 
 
-def app_dead_letters(records) -> list[dict]:
-    """The app's own dead letters (a reason in the body); the gate's keep the original
-    bytes (reason in headers) and the sink's markers are no readings."""
-    letters = []
-    for record in records:
-        try:
-            body = json.loads(record.value)
-        except (TypeError, ValueError):
-            continue
-        if isinstance(body, dict) and body.get("reason") in (OUT_OF_RANGE, SEQ_NOT_INCREASING):
-            letters.append(body)
-    return letters
-
-
 def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
     create_topics(IOT.all())
     settings, prefix = kafka_settings, kafka_settings.topic_prefix
@@ -90,61 +69,24 @@ def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
         catch_up_env={**APP, **BATCHES}, min_records=22_500, **BATCHES, **APP)
 
     bootstrap = settings.bootstrap_servers
-    # The full log (compaction has not run on the active segment): every row written.
-    rows = read_finished(bootstrap, IOT.outputs[0].qualified(prefix))
-    records = [r.json() for r in rows]
-    identities = Counter((a["device_id"], a["metric"], a["tick_ms"]) for a in records)
-    assert [i for i, n in identities.items() if n > 1] == []  # no duplicate
-    assert all(r.key == f"{a['device_id']}|{a['metric']}".encode()
-               for r, a in zip(rows, records, strict=True))
-    aggregates = from_records(records)
-    alerts = [r.json() for r in read_finished(bootstrap, IOT.outputs[1].qualified(prefix))]
-    ids = Counter(a["alert_id"] for a in alerts)
-    assert [i for i, n in ids.items() if n > 1] == []  # no duplicate
+    assert read_finished(bootstrap, IOT.late.qualified(prefix))  # flushes and held-up readings
 
-    # The oracle sees what the app accepted: all sent records but those set aside with
-    # their original bytes as dead letters or late (one copy each: duplicates share
-    # their bytes). The app's own dead letters (range, seq) are the oracle's to find.
-    letters = read_finished(bootstrap, IOT.dead_letter.qualified(prefix))
-    late = Counter(r.value for r in read_finished(bootstrap, IOT.late.qualified(prefix)))
-    accepted = Counter(r.value for r in sent) - Counter(r.value for r in letters) - late
-    assert late  # buffered flushes and held-up readings did arrive behind the watermark
-    screened = screen(json.loads(v) for v in accepted.elements())
-
-    app_settings = IotSettings(rolling_intervals=APP["IOT_ROLLING_INTERVALS"],
-                               hot_duration_s=int(APP["IOT_HOT_DURATION_S"]),
-                               offline_gap_s=int(APP["IOT_OFFLINE_GAP_S"]),
-                               device_idle_expiry_h=float(APP["IOT_DEVICE_IDLE_EXPIRY_H"]))
-    # Outputs are final once the watermark passes them: the oracle's outputs beyond
-    # the last batch's watermark are not due yet.
-    final_ms = last_batch_watermark_ms(settings, "iot")
-    expected = rolling_aggregates(screened, app_settings.intervals_s, app_settings.cadence_ms,
-                                  app_settings.idle_expiry_ms, final_ms)
-    got = set(aggregates)
-    assert len(got) == len(aggregates)  # each window once
-    assert len(expected) > 5_000
-    assert aggregates_differ(got, expected) == []
-
-    expected_alerts = (
-        threshold_alerts(screened, app_settings.intervals_s[0], app_settings.cadence_ms,
-                         app_settings.hot_duration_ms, app_settings.idle_expiry_ms, final_ms)
-        | offline_alerts(screened, app_settings.offline_gap_ms, app_settings.idle_expiry_ms,
-                         final_ms))
-    kinds = Counter(a.kind for a in expected_alerts)
+    # The oracle sees what the app must have accepted, judged without its outputs (the
+    # gate's verdicts on every input record, the late records against their watermark),
+    # and finds the app's own dead letters (range, seq) again; outputs are final once the
+    # watermark passes them (apps/iot/oracle_check.py).
+    app_settings = IotSettings(
+        rolling_intervals=APP["IOT_ROLLING_INTERVALS"],
+        hot_duration_s=int(APP["IOT_HOT_DURATION_S"]),
+        offline_gap_s=int(APP["IOT_OFFLINE_GAP_S"]),
+        device_idle_expiry_h=float(APP["IOT_DEVICE_IDLE_EXPIRY_H"]),
+        **{f.name: getattr(settings, f.name) for f in dataclasses.fields(type(settings))})
+    run = finished_run(IOT_APP, app_settings)
+    assert len(run.accepted) < len(sent)
+    verdict = check(app_settings, run)
+    assert verdict.expected["aggregate"] > 5_000
     # Every kind is exercised (how many "cleared" fall before the final watermark
     # depends on when the kills land: 4 to 10 seen).
-    assert min(kinds["raised"], kinds["cleared"], kinds["offline"]) >= 3, kinds
-    got_alerts = {AlertIdentity(a["kind"], a["device_id"], a["metric"], a["at_ms"])
-                  for a in alerts}
-    assert sorted(got_alerts - expected_alerts) == []
-    assert sorted(expected_alerts - got_alerts) == []
-
-    # The app's dead letters, each once: out of range at once, seq checks when due.
-    own = app_dead_letters(letters)
-    out_of_range = sorted((d["device_id"], d["seq"]) for d in own if d["reason"] == OUT_OF_RANGE)
-    assert out_of_range == sorted((r.device_id, r.seq) for r in screened.out_of_range)
-    assert out_of_range
-    seq_bad = sorted((d["device_id"], d["seq"]) for d in own if d["reason"] == SEQ_NOT_INCREASING)
-    assert seq_bad == sorted((r.device_id, r.seq) for r in screened.seq_not_increasing
-                             if r.event_time_ms <= final_ms)
-    assert seq_bad
+    assert min(verdict.expected[k] for k in ("raised", "cleared", "offline")) >= 3, verdict
+    assert min(verdict.expected[OUT_OF_RANGE], verdict.expected[SEQ_NOT_INCREASING]) > 0
+    assert verdict.differences == []  # none missing, none extra, none twice

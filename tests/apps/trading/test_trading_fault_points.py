@@ -18,7 +18,7 @@ import time
 import pytest
 
 from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
-from apps.trading.oracle_run_check import compare_run
+from apps.trading.oracle_check import compare_run
 from apps.trading.topics import TRADING
 from shared.generation.producer import send_all
 from shared.ops.processes import alive

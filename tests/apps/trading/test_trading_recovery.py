@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
-from apps.trading.oracle_run_check import compare_run
+from apps.trading.oracle_check import compare_run
 from apps.trading.topics import TRADING
 from shared.testing.chaos import produce_through_kills
 
