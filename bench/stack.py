@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from shared.ops.broker import BrokerConfig, LocalBroker
-from shared.ops.processes import free_port
+from shared.ops.processes import free_ports
 from shared.ops.topics import TopicSpec
 from shared.runtime.kafka_clients import consumer as kafka_consumer
 from shared.runtime.kafka_io import parse, read_topics
@@ -35,7 +35,8 @@ def private_broker(name: str) -> Iterator[str]:
     """A fresh local broker for one benchmark run (its data deleted first)."""
     home = WORK / name / "kafka"
     subprocess.run(["rm", "-rf", str(home)], check=True)
-    broker = LocalBroker(BrokerConfig(home=home, port=free_port(), controller_port=free_port(),
+    port, controller_port = free_ports(2)
+    broker = LocalBroker(BrokerConfig(home=home, port=port, controller_port=controller_port,
                                       heap="1g"))
     broker.start()
     try:

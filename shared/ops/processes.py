@@ -66,9 +66,20 @@ def port_in_use(host: str, port: int) -> bool:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nobody listens on right now (for test brokers)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    (port,) = free_ports(1, host)
+    return port
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct TCP ports nobody listens on right now. Each is held until all
+    are found: ports asked for one at a time can repeat (seen: a broker given one port
+    for its client and controller listeners)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                   for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in sockets]
 
 
 def descendants(root: int) -> list[int]:

@@ -115,11 +115,12 @@ def train_broker(partial: Path) -> None:
     import tempfile
 
     from shared.ops.broker import BrokerConfig, LocalBroker
-    from shared.ops.processes import free_port
+    from shared.ops.processes import free_ports
 
+    port, controller_port = free_ports(2)
     with tempfile.TemporaryDirectory(prefix="statewise-jvm-archive-") as home:
         broker = LocalBroker(BrokerConfig(
-            home=Path(home), port=free_port(), controller_port=free_port(),
+            home=Path(home), port=port, controller_port=controller_port,
             java_options=(f"-XX:ArchiveClassesAtExit={partial}",)))
         broker.start()
         if not broker.stop():

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from shared.ops.broker import BrokerConfig, LocalBroker
-from shared.ops.processes import free_port
+from shared.ops.processes import free_ports
 from shared.ops.topics import TopicSpec, provision
 from shared.runtime.kafka_clients import admin_client
 from shared.settings import PlatformSettings
@@ -29,7 +29,8 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield external
         return
     home: Path = tmp_path_factory.mktemp("kafka")
-    broker = LocalBroker(BrokerConfig(home=home, port=free_port(), controller_port=free_port()))
+    port, controller_port = free_ports(2)
+    broker = LocalBroker(BrokerConfig(home=home, port=port, controller_port=controller_port))
     broker.start(timeout_s=90)
     try:
         yield broker.config.bootstrap_servers

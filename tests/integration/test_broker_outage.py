@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pytest
 
 from shared.ops.broker import BrokerConfig, LocalBroker
-from shared.ops.processes import free_port, running_pid
+from shared.ops.processes import free_ports, running_pid
 from shared.ops.topics import provision
 from shared.runtime.kafka_clients import admin_client
 from shared.testing.canary import CANARY_TOPICS, expected_outputs
@@ -43,8 +43,9 @@ OUTAGE_S = float(os.environ.get("STATEWISE_TEST_OUTAGE_S", "10"))
 
 @pytest.fixture()
 def own_broker(tmp_path) -> Iterator[LocalBroker]:
-    broker = LocalBroker(BrokerConfig(home=tmp_path / "kafka", port=free_port(),
-                                      controller_port=free_port()))
+    port, controller_port = free_ports(2)
+    broker = LocalBroker(BrokerConfig(home=tmp_path / "kafka", port=port,
+                                      controller_port=controller_port))
     broker.start(timeout_s=90)
     try:
         yield broker

@@ -17,7 +17,7 @@ import pytest
 from shared.app.loader import registered_apps
 from shared.ops.broker_cluster import BrokerCluster, ClusterLayout
 from shared.ops.cluster import ClusterSettings, StandaloneCluster
-from shared.ops.processes import free_port
+from shared.ops.processes import free_ports
 from shared.settings import from_env
 from shared.testing.cluster_soak import cluster_soak
 
@@ -29,12 +29,13 @@ KEYED_APPS = sorted(name for name, app in registered_apps().items() if app.keyed
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[tuple[StandaloneCluster, BrokerCluster]]:
+    ports = free_ports(8)
     kafka = BrokerCluster(ClusterLayout(
         tmp_path_factory.mktemp("kafka-cluster"),
-        tuple((free_port(), free_port()) for _ in range(3))))
+        tuple((ports[2 * i], ports[2 * i + 1]) for i in range(3))))
     spark = StandaloneCluster(ClusterSettings(
-        home=tmp_path_factory.mktemp("spark-cluster"), master_port=free_port(),
-        master_ui_port=free_port(), workers=2, worker_cores=2, worker_ui_port=0))
+        home=tmp_path_factory.mktemp("spark-cluster"), master_port=ports[6],
+        master_ui_port=ports[7], workers=2, worker_cores=2, worker_ui_port=0))
     try:
         with ThreadPoolExecutor(max_workers=1) as background:
             started = background.submit(spark.start)

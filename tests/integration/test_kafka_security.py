@@ -28,7 +28,7 @@ from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
 from shared.cli import main as cli
 from shared.ops.acls import GROUP, TRANSACTIONAL_ID, acl_bindings, app_grants
-from shared.ops.processes import free_port
+from shared.ops.processes import free_ports
 from shared.ops.secured_broker import MECHANISM, SecuredBroker, SecuredBrokerConfig
 from shared.ops.topics import BrokerUnreachable, provision, require_broker
 from shared.runtime.fault_plan import FaultPlan
@@ -52,9 +52,10 @@ NO_TXN_USER, NO_TXN_PASSWORD = "statewise-no-txn", f"pw-{uuid.uuid4().hex[:12]}"
 @pytest.fixture(scope="module")
 def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBrokerConfig]:
     # The broker makes its test CA as it starts (shared/ops/secured_broker.py).
+    port, controller_port, sasl_port = free_ports(3)
     config = SecuredBrokerConfig(
-        home=tmp_path_factory.mktemp("kafka-scram"), port=free_port(),
-        controller_port=free_port(), sasl_port=free_port(),
+        home=tmp_path_factory.mktemp("kafka-scram"), port=port,
+        controller_port=controller_port, sasl_port=sasl_port,
         users=((USER, PASSWORD), (APP_USER, APP_PASSWORD), (NO_TXN_USER, NO_TXN_PASSWORD)),
         super_users=(USER,))
     broker = SecuredBroker(config)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from shared.ops.cluster import ClusterSettings, StandaloneCluster
-from shared.ops.processes import free_port
+from shared.ops.processes import free_ports
 from shared.testing.canary import CANARY_TOPICS, expected_outputs
 from shared.testing.canary_runs import (
     canary_inputs,
@@ -31,9 +31,10 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def standalone_cluster(tmp_path_factory: pytest.TempPathFactory,
                        request: pytest.FixtureRequest) -> Iterator[StandaloneCluster]:
+    master_port, ui_port = free_ports(2)
     cluster = StandaloneCluster(ClusterSettings(
-        home=tmp_path_factory.mktemp("spark-cluster"), master_port=free_port(),
-        master_ui_port=free_port(), workers=1, worker_cores=2, worker_ui_port=0))
+        home=tmp_path_factory.mktemp("spark-cluster"), master_port=master_port,
+        master_ui_port=ui_port, workers=1, worker_cores=2, worker_ui_port=0))
     try:
         # The cluster and the Kafka broker start at the same time (~10 s each).
         with ThreadPoolExecutor(max_workers=1) as background:
