@@ -49,10 +49,12 @@ def cluster_soak(app: AppDefinition, settings, spark: StandaloneCluster,
                  kafka: BrokerCluster, seconds: float, rate: float, seed: int,
                  log_dir: Path) -> SoakReport:
     """Run ``app`` under the two faults on ``settings``' checkpoint and a fresh topic
-    prefix; the report says what the comparison found."""
+    prefix; the report says what the comparison found. ``seconds``: the most input to
+    send; it stops once the faults are over and the app has run a batch after them (a
+    batch needs new input: the faults must all fall while it still arrives)."""
     rng = random.Random(seed)
     report = SoakReport(app.name, seconds / 60)
-    settings, mixed, _ = soak_input(app, settings, seconds / 60, rate, seed, report)
+    settings, mixed, bad = soak_input(app, settings, seconds / 60, rate, seed, report)
     create_app_topics(app, settings)
     producer = Producer(app, settings, mixed, rate)
     producer.start()
@@ -65,7 +67,8 @@ def cluster_soak(app: AppDefinition, settings, spark: StandaloneCluster,
                                    stdin=subprocess.DEVNULL)
         try:
             _faults(app, settings, spark, kafka, process, rng, report)
-            producer.finish()
+            producer.finish(early=True)
+            report.records_sent, report.bad_sent = producer.sent, sum(bad[:producer.sent])
         finally:
             if process.poll() is None:
                 stop_gracefully(process.pid)

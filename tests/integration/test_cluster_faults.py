@@ -59,7 +59,7 @@ def test_app_on_clusters_survives_a_worker_and_a_broker_kill(app_name, clusters,
         quality_interval_s=0.0, trigger_interval="1 second", state_partitions=4)
     (tmp_path / "logs").mkdir()
 
-    report = cluster_soak(app, settings, spark, kafka, seconds=90, rate=100, seed=11,
+    report = cluster_soak(app, settings, spark, kafka, seconds=600, rate=100, seed=11,
                           log_dir=tmp_path / "logs")
     print(json.dumps(report.as_dict()))  # the summary, for -rP or -s
 
