@@ -48,9 +48,7 @@ def app_stream(
     """``count`` valid records over ``latenesses`` allowed latenesses of event time (a
     minute at least) ending now, and the bad records of ``app``'s input."""
     args = _flags(app)
-    fields = {f.name: getattr(platform, f.name) for f in dataclasses.fields(PlatformSettings)}
-    demo_fields = app.demo.app_settings(args) if app.demo is not None else {}
-    settings = app.settings_type(**fields, **demo_fields)
+    settings = stream_settings(app, platform)
     span_ms = max(latenesses * lateness_ms(app, settings), 60_000)
     gate, now_ms = RecordGate.of(app, settings), int(time.time() * 1000)
     field = app.input_topic.schema.event_time_field
@@ -116,6 +114,14 @@ def _keyed_otherwise(records: list[OutgoingRecord]) -> list[OutgoingRecord]:
         return records
     return [records[0], OutgoingRecord(b"not-its-key-field", records[1].value),
             OutgoingRecord(None, records[2].value), *records[3:]]
+
+
+def stream_settings(app: AppDefinition, platform: PlatformSettings) -> Any:
+    """The app's settings for its stream: its demo's (which the stream is made for) on
+    ``platform``'s fields."""
+    fields = {f.name: getattr(platform, f.name) for f in dataclasses.fields(PlatformSettings)}
+    demo_fields = app.demo.app_settings(_flags(app)) if app.demo is not None else {}
+    return app.settings_type(**fields, **demo_fields)
 
 
 def _flags(app: AppDefinition) -> argparse.Namespace:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shared.app.definition import AppDefinition
-from shared.app.loader import app_package
+from shared.app.loader import AppLoadError, app_package
 from shared.runtime.kafka_io import STAGE_HEADER
 from shared.testing.chaos import last_batch_watermark_ms
 from shared.testing.kafka_tools import ConsumedRecord, read_finished
@@ -67,8 +67,12 @@ OracleCheck = Callable[[object, FinishedRun], OracleVerdict]
 
 
 def oracle_of(app: AppDefinition) -> OracleCheck | None:
-    """``app``'s oracle check, or None when it keeps none."""
-    module = f"{app_package(app.name)}.{ORACLE_MODULE}"
+    """``app``'s oracle check, or None when it keeps none (or is no installed app or
+    app folder: the canary, say)."""
+    try:
+        module = f"{app_package(app.name)}.{ORACLE_MODULE}"
+    except AppLoadError:
+        return None
     try:
         return getattr(importlib.import_module(module), ORACLE_FUNCTION)
     except ModuleNotFoundError as error:

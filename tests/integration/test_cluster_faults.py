@@ -56,7 +56,8 @@ def test_app_on_clusters_survives_a_worker_and_a_broker_kill(app_name, clusters,
         bootstrap_servers=kafka.bootstrap_servers, topic_prefix=f"cluster-{app_name}.",
         checkpoint_dir=str(tmp_path / "checkpoints"), metrics_dir=tmp_path / "metrics",
         checkpoint_retained_batches=1_000_000,  # the replay reads every batch back
-        quality_interval_s=0.0, trigger_interval="1 second", state_partitions=4)
+        quality_interval_s=0.0, trigger_interval="1 second", state_partitions=4,
+        max_offsets_per_trigger=4_000)  # as `statewise soak`: a restart's backlog in small batches
     (tmp_path / "logs").mkdir()
 
     report = cluster_soak(app, settings, spark, kafka, seconds=600, rate=100, seed=11,

@@ -12,6 +12,7 @@ from apps.iot.oracle_check import check as iot_check
 from apps.trading.oracle_check import check as trading_check
 from shared.app.loader import registered_apps
 from shared.runtime.kafka_io import STAGE_HEADER
+from shared.testing.canary import CANARY
 from shared.testing.kafka_tools import ConsumedRecord
 from shared.testing.oracle_runs import (
     FinishedRun,
@@ -28,6 +29,7 @@ def test_each_app_s_oracle_is_found_beside_it():
     assert oracle_of(apps["fraud"]) is fraud_check
     assert oracle_of(apps["iot"]) is iot_check
     assert oracle_of(apps["trading"]) is trading_check
+    assert oracle_of(CANARY) is None  # a test's own app, in no app folder
 
 
 def transaction(txn_id: str, at_ms: int) -> dict:
@@ -78,3 +80,14 @@ def test_only_the_dead_letters_the_app_s_logic_wrote_are_its_own():
         ConsumedRecord(b"d", b"[1, 2]", {}, 0, 3),
     ]
     assert own_dead_letters(records) == [{"reason": "out_of_range", "seq": 3}]
+
+
+def test_a_soak_sums_each_run_s_state_drops(tmp_path):
+    from shared.testing.soak import state_dropped
+
+    lines = [{"trimmedEntriesTotal": t, "evictedKeysTotal": 0} for t in (0, 5, 9, 0, 3, 4)]
+    path = tmp_path / "app.state.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    # Two runs: 9 trimmed in the first, 4 in the second (its counter started at 0).
+    assert state_dropped(path) == {"trimmed": 13, "evicted": 0, "refused": 0}
+    assert state_dropped(tmp_path / "none.jsonl") == {"trimmed": 0, "evicted": 0, "refused": 0}
