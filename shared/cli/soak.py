@@ -33,11 +33,12 @@ def soak_main(argv: Sequence[str]) -> int:
     parser.add_argument("--faults", type=int, default=None,
                         help="stop after this many faults, before the minutes are up (the "
                              "input then ends there)")
-    parser.add_argument("--max-offsets", type=int, default=4_000,
+    parser.add_argument("--max-offsets", type=int, default=2_000,
                         help="records read per batch at most: the restart after a fault "
-                             "reads its backlog in batches this small (a batch holds all "
-                             "its records pending, and an app's per-key caps count what a "
-                             "larger one drops, such as iot's 4,096 readings per device)")
+                             "reads its backlog in batches this small (a batch's records "
+                             "and the one's before are pending together, and an app's "
+                             "per-key caps count what more drops, such as iot's 4,096 "
+                             "readings per device)")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help=f"checkpoints, metrics, logs and the summary (default "
                              f"{DEFAULT_WORK}/APP-TIME)")

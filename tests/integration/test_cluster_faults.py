@@ -57,7 +57,7 @@ def test_app_on_clusters_survives_a_worker_and_a_broker_kill(app_name, clusters,
         checkpoint_dir=str(tmp_path / "checkpoints"), metrics_dir=tmp_path / "metrics",
         checkpoint_retained_batches=1_000_000,  # the replay reads every batch back
         quality_interval_s=0.0, trigger_interval="1 second", state_partitions=4,
-        max_offsets_per_trigger=4_000)  # as `statewise soak`: a restart's backlog in small batches
+        max_offsets_per_trigger=2_000)  # as `statewise soak`: a restart's backlog in small batches
     (tmp_path / "logs").mkdir()
 
     report = cluster_soak(app, settings, spark, kafka, seconds=600, rate=100, seed=11,
