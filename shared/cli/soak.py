@@ -37,8 +37,8 @@ def soak_main(argv: Sequence[str]) -> int:
                         help="records read per batch at most: the restart after a fault "
                              "reads its backlog in batches this small (a batch's records "
                              "and the one's before are pending together, and an app's "
-                             "per-key caps count what more drops, such as iot's 4,096 "
-                             "readings per device)")
+                             "per-key caps count what more drops, such as a device's "
+                             "4,096 pending readings)")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help=f"checkpoints, metrics, logs and the summary (default "
                              f"{DEFAULT_WORK}/APP-TIME)")

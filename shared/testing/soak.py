@@ -261,7 +261,7 @@ def state_dropped(state_jsonl: Path) -> dict[str, int]:
 
 def _lateness(app: AppDefinition, settings) -> int:
     """The allowed lateness the stream is made with (its demo's, when it has one): a
-    default one would squeeze the stream's event time (iot's: 20 minutes into 100 s)."""
+    default one would squeeze the stream's event time (one app's: 20 minutes into 3)."""
     from shared.testing.contract_input import lateness_ms, stream_settings
 
     return lateness_ms(app, stream_settings(app, settings))
