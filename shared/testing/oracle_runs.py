@@ -55,7 +55,7 @@ def finished_run(app: AppDefinition, settings) -> FinishedRun:
                for spec in app.keyed.outputs}
     letters = read_finished(settings, app.topics.dead_letter.qualified(prefix))
     return FinishedRun(
-        accepted=[json.loads(value) for value in accepted_inputs(app, settings)],
+        accepted=[json.loads(value) for value in accepted_inputs(app, settings, letters)],
         outputs=outputs,
         own_dead_letters=own_dead_letters(letters),
         final_watermark_ms=last_batch_watermark_ms(settings, app.name))

@@ -16,20 +16,23 @@ from collections import Counter
 
 from shared.app.definition import AppDefinition
 from shared.testing.app_writes import PIPELINE_STAGES, STAGE_HEADER
-from shared.testing.kafka_tools import read_finished
+from shared.testing.kafka_tools import ConsumedRecord, read_finished
 from shared.testing.record_gate import RecordGate
 
 
-def accepted_inputs(app: AppDefinition, settings) -> list[bytes]:
+def accepted_inputs(app: AppDefinition, settings,
+                    letters: list[ConsumedRecord] | None = None) -> list[bytes]:
     """The values the app's operator must have received (one per copy sent), after
-    asserting its dead letters and late records against the gate and the watermark."""
+    asserting its dead letters and late records against the gate and the watermark.
+    ``letters``: the dead-letter topic, when the caller has read it already."""
     prefix = settings.topic_prefix
     gate = RecordGate.of(app, settings)
     kept, rejected = Counter(), Counter()
     for record in read_finished(settings, app.input_topic.qualified(prefix)):
         verdict = gate.judge(record.value, record.timestamp_ms)
         (kept if verdict.reason is None else rejected)[record.value] += 1
-    letters = read_finished(settings, app.topics.dead_letter.qualified(prefix))
+    if letters is None:
+        letters = read_finished(settings, app.topics.dead_letter.qualified(prefix))
     by_pipeline = Counter(r.value for r in letters
                           if r.headers.get(STAGE_HEADER) in PIPELINE_STAGES)
     assert by_pipeline == rejected, (
