@@ -79,6 +79,20 @@ def test_checkpoint_retention_reaches_the_session_and_refuses_zero():
         load(PlatformSettings, ["--checkpoint-retained-batches", "0"], {})
 
 
+def test_local_checkpoints_are_written_without_forking_a_shell_per_file():
+    """Hadoop's FileContext forks chmod and readlink per checkpoint file on a local folder
+    (no native library): a local checkpoint uses the FileSystem manager, whose one writer
+    the checkpoint's flock guarantees; HDFS and object stores keep Spark's choice."""
+    from shared.runtime.spark import FILESYSTEM_CHECKPOINT_MANAGER, session_conf
+
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    for local in ("var/checkpoints", "/data/cp", "file:///data/cp"):
+        settings = load(PlatformSettings, ["--checkpoint-dir", local], {})
+        assert session_conf(settings, "t")[key] == FILESYSTEM_CHECKPOINT_MANAGER
+    remote = load(PlatformSettings, ["--checkpoint-dir", "hdfs://nn/checkpoints"], {})
+    assert key not in session_conf(remote, "t")
+
+
 def test_a_backlog_is_read_in_batches_a_sink_transaction_can_hold() -> None:
     """With no cap, the first batch after an outage read the whole backlog, and a writer's
     transaction stays open while its partition's output is made: past the sink's timeout
