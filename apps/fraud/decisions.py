@@ -77,20 +77,23 @@ def _spend(tl: Timeline, ready: np.ndarray, keys: pd.DataFrame, rule: Thresholds
     cards = tl.rows["card_id"].to_numpy()[ready]
     groups = tl.card[ready]
     cents = tl.rows["cents"].to_numpy(dtype=np.int64)
-    base = keys.reindex(cards)
-    before_cents = base["spend_base_cents"].to_numpy(np.int64) + exclusive_cumsum(
+    # One lookup per ready card, for the baselines read here and moved below (a history
+    # row's card is always in the key table).
+    key_rows = keys.index.get_indexer(cards)
+    before_cents = keys["spend_base_cents"].to_numpy(np.int64)[key_rows] + exclusive_cumsum(
         cents[ready], groups)
-    before_n = base["spend_base_n"].to_numpy(np.int64) + exclusive_cumsum(
+    before_n = keys["spend_base_n"].to_numpy(np.int64)[key_rows] + exclusive_cumsum(
         np.ones(len(ready), np.int64), groups)
     starts, ends = tl.window(ready, rule.spend_window_ms)
     window_cents = tl.window_sum(cents, starts, ends)
     hot = ((before_n >= rule.spend_min_history) & (before_cents > 0)
            & (window_cents * before_n >= rule.spend_factor * before_cents))
     first = first_in_group(groups)
-    was_hot = np.where(first, base["spend_hot"].to_numpy(dtype=bool), np.roll(hot, 1))
+    was_hot = np.where(first, keys["spend_hot"].to_numpy(dtype=bool)[key_rows],
+                       np.roll(hot, 1))
     alert = hot & ~was_hot
-    keys = _moved_baselines(keys, cards, groups, before_cents + cents[ready], before_n + 1,
-                            hot)
+    keys = _moved_baselines(keys, key_rows, groups, before_cents + cents[ready],
+                            before_n + 1, hot)
     at = ready[alert]
     mean = before_cents[alert] / before_n[alert] / 100
     minutes = rule.spend_window_ms // 60_000
@@ -103,14 +106,17 @@ def _spend(tl: Timeline, ready: np.ndarray, keys: pd.DataFrame, rule: Thresholds
     return alerts, keys
 
 
-def _moved_baselines(keys: pd.DataFrame, cards: np.ndarray, groups: np.ndarray,
+def _moved_baselines(keys: pd.DataFrame, key_rows: np.ndarray, groups: np.ndarray,
                      cents_through: np.ndarray, n_through: np.ndarray, hot: np.ndarray
                      ) -> pd.DataFrame:
-    """Each judged card's baseline and hot flag as of its last judged transaction."""
+    """Each judged card's baseline and hot flag as of its last judged transaction
+    (``key_rows``: each judged row's card's row in ``keys``)."""
     last = np.append(groups[1:] != groups[:-1], True)
-    keys = keys.copy()
-    index = pd.Index(cards[last], name=keys.index.name)
-    keys.loc[index, "spend_base_cents"] = cents_through[last]
-    keys.loc[index, "spend_base_n"] = n_through[last]
-    keys.loc[index, "spend_hot"] = hot[last]
+    at = key_rows[last]
+    keys = keys.copy(deep=False)  # the three columns are replaced, the rest shared
+    for column, values in (("spend_base_cents", cents_through), ("spend_base_n", n_through),
+                           ("spend_hot", hot)):
+        moved = keys[column].to_numpy(copy=True)
+        moved[at] = values[last]
+        keys[column] = moved
     return keys

@@ -37,6 +37,18 @@ class Timeline:
         span = (int(event_ms.max()) - origin if len(rows) else 0) + widest_window_ms + 1
         return cls(rows, card, event_ms, card * span + (event_ms - origin), span)
 
+    def holds(self, rows: pd.DataFrame) -> bool:
+        """Whether ``rows`` are this timeline's rows, in its order (the same arrays: a
+        frame the caller passed along without reordering or trimming it)."""
+        return len(rows) == len(self.rows) and np.shares_memory(
+            rows["event_ms"].to_numpy(), self.event_ms) and bool(
+            (rows["event_ms"].to_numpy() == self.event_ms).all())
+
+    def over(self, rows: pd.DataFrame) -> Timeline:
+        """The same order over a copy of its rows."""
+        rows.index = pd.RangeIndex(len(rows))
+        return Timeline(rows, self.card, self.event_ms, self.position, self.span)
+
     def window(self, at: np.ndarray, width_ms: int) -> tuple[np.ndarray, np.ndarray]:
         """For rows ``at`` (indices): [start, end) of their card's rows with event time in
         (t - width, t], ties at t included."""
