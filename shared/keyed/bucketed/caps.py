@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from shared.keyed.bucketed.keys import rows_in
 from shared.keyed.bucketed.spec import (
     LAST_EVENT_MS,
     BucketedSpec,
@@ -38,7 +39,7 @@ def cap_history(spec: BucketedSpec, history: pd.DataFrame, kept_keys: pd.Index
         return history, 0
     # One hash lookup gives both which entries are kept and, numbered by first
     # appearance (integers, cheap), the key of each.
-    key_rows = kept_keys.get_indexer(history_key_index(history, spec))
+    key_rows = rows_in(kept_keys, history, spec)
     known = key_rows >= 0
     owned = False
     if not known.all():

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from shared.keyed.bucketed.caps import cap_history, history_key_index
-from shared.keyed.bucketed.keys import key_index
+from shared.keyed.bucketed.keys import rows_in
 from shared.keyed.bucketed.order import sortable_columns, sorted_by
 from shared.keyed.bucketed.processor import (
     BucketContext,
@@ -273,7 +273,7 @@ def _last_event_ms(spec: BucketedSpec, before: pd.Series, rows: pd.DataFrame,
     without rows or stored state count as seen at the watermark (or processing time)."""
     # Hash lookups and a scatter-max: a groupby and two reindexes cost several times this.
     newest = np.full(len(index), np.nan)
-    row_key = index.get_indexer(key_index(rows, spec))
+    row_key = rows_in(index, rows, spec)
     with_key = row_key >= 0
     np.fmax.at(newest, row_key[with_key],
                rows[EVENT_MS_COLUMN].to_numpy(dtype="float64")[with_key])

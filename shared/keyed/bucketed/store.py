@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from shared.keyed.bucketed.hot import HotSegment
-from shared.keyed.bucketed.keys import key_index, table_key_index
+from shared.keyed.bucketed.keys import rows_in, table_key_index
 from shared.keyed.bucketed.segments import (
     COLD_HISTORY,
     HISTORY_N,
@@ -148,7 +148,7 @@ def merge(loaded: Loaded, spec: BucketedSpec, working: Working, result: StoredBu
     history, history_keys = None, np.empty(0, dtype=np.int64)
     if result.history is not None and len(result.history):
         history = arrow_table(result.history, spec.stored_history_schema)
-        history_keys = result.keys.index.get_indexer(key_index(result.history, spec))
+        history_keys = rows_in(result.keys.index, result.history, spec)
         if (history_keys < 0).any():
             raise AssertionError("history rows without a key in the processor's result")
     hot_rows, tomb_rows = working.hot_rows, working.tomb_rows
