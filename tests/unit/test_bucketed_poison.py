@@ -93,3 +93,40 @@ def test_an_infinite_amount_that_the_logic_chokes_on_is_a_dead_letter_too():
     harness.run_batch(pays("ab", [float("inf"), 2.0]))
     assert list(harness.rejected["card"]) == ["a"]
     assert list(harness.keys()["card"]) == ["b"]
+
+
+def test_a_record_set_aside_keeps_its_bytes_which_the_logic_never_sees():
+    """The processor gets the rows without the records' own bytes (every filter of its
+    frame would copy them); a record it raises on leaves with them, found again by its
+    Kafka coordinates, as a dead letter needs them."""
+    from shared.keyed.bucketed.spec import (
+        SOURCE_HEADERS,
+        SOURCE_KEY,
+        SOURCE_OFFSET,
+        SOURCE_PARTITION,
+        SOURCE_TIMESTAMP,
+        SOURCE_VALUE,
+    )
+
+    seen: list[set[str]] = []
+
+    class Watching(Fussy):
+        def update(self, state, rows, ctx):
+            seen.append(set(rows.columns))
+            return super().update(state, rows, ctx)
+
+    rows = pays("abcab", [1.0, 2.0, 13.0, 4.0, 5.0]).assign(**{
+        SOURCE_PARTITION: 3, SOURCE_OFFSET: range(100, 105), SOURCE_TIMESTAMP: T0,
+        SOURCE_KEY: [c.encode() for c in "abcab"],
+        SOURCE_VALUE: [f'{{"n": {i}}}'.encode() for i in range(5)],
+        SOURCE_HEADERS: [[{"key": "h", "value": bytes([i])}] for i in range(5)]})
+    harness = BucketedHarness(Watching(), buckets=1, operator_late=False)
+    harness.run_batch(rows)
+    carried = {SOURCE_KEY, SOURCE_VALUE, SOURCE_HEADERS, SOURCE_TIMESTAMP}
+    assert seen and all(not (columns & carried) for columns in seen)
+    (aside,) = harness.rejected.to_dict("records")
+    assert (aside[SOURCE_OFFSET], aside[SOURCE_KEY], aside[SOURCE_VALUE]) == (
+        102, b"c", b'{"n": 2}')
+    assert aside[SOURCE_HEADERS] == [{"key": "h", "value": b"\x02"}]
+    assert aside[SOURCE_TIMESTAMP] == T0
+    assert aside[REJECT_COLUMN] == "the app's logic raised ValueError: unlucky amount 13"

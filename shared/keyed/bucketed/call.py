@@ -30,6 +30,12 @@ from shared.keyed.bucketed.spec import (
     EVENT_MS_COLUMN,
     KEY_HASH_COLUMN,
     REJECT_COLUMN,
+    SOURCE_HEADERS,
+    SOURCE_KEY,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TIMESTAMP,
+    SOURCE_VALUE,
     BucketedSpec,
     BucketedSpecError,
     Overflow,
@@ -48,6 +54,11 @@ from shared.keyed.bucketed.store import (
 from shared.keyed.bucketed.tables import StoredBucket
 
 MISSING_KEY = "missing key: a key column is null"
+# The record's own bytes, which only a dead letter or a late record needs: the rows the
+# processor gets leave them out. Every filter and sort of a frame copies each of its
+# columns, and these (binary and list columns in Arrow) were the dearest: a quarter of
+# the Python workers' samples in one app's drain sat in taking them along (py-spy).
+_CARRIED = (SOURCE_KEY, SOURCE_VALUE, SOURCE_HEADERS, SOURCE_TIMESTAMP)
 _CAP_ENFORCED = (Overflow.FAIL, Overflow.EVICT_IDLEST)
 
 
@@ -76,7 +87,8 @@ class CallResult:
 def exact_dtypes(frame: pd.DataFrame, dtypes: tuple[tuple[str, str], ...]) -> pd.DataFrame:
     """Integer and boolean columns back to their dtypes where they hold no nulls (pyspark
     hands them as float or object when other rows of the frame had nulls there)."""
-    wanted = [(name, dtype) for name, dtype in dtypes if frame[name].dtype != dtype]
+    wanted = [(name, dtype) for name, dtype in dtypes
+              if name in frame.columns and frame[name].dtype != dtype]
     wanted = [(n, d) for n, d in wanted if not frame[n].isna().to_numpy().any()]
     if not wanted:
         return frame
@@ -119,8 +131,39 @@ def screen(rows: pd.DataFrame | None, spec: BucketedSpec, late_after_ms: int | N
             late, good = rows[behind], good & ~behind
     if not good.any():
         return Screened(None, rejected, late, late_after_ms)
-    accepted = exact_dtypes(rows if good.all() else rows[good], dtypes)
+    light = without_carried(rows)
+    accepted = exact_dtypes(light if good.all() else light[good], dtypes)
     return Screened(accepted, rejected, late, late_after_ms)
+
+
+def without_carried(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` without the record bytes they carry (:data:`_CARRIED`)."""
+    present = [name for name in _CARRIED if name in rows.columns]
+    if not present:
+        return rows
+    light = rows.copy(deep=False)  # drop() would copy every column left
+    for name in present:
+        del light[name]
+    return light
+
+
+def with_carried(subset: pd.DataFrame | None, source: pd.DataFrame | None
+                 ) -> pd.DataFrame | None:
+    """Accepted rows set aside after all (refused, or raised on by the app's logic), with
+    their records' bytes again: found in the call's input by their Kafka coordinates,
+    unique within a batch of the one input topic."""
+    if subset is None or source is None or SOURCE_KEY in subset.columns \
+            or SOURCE_KEY not in source.columns:
+        return subset
+    coordinates = pd.MultiIndex.from_arrays([source[SOURCE_PARTITION], source[SOURCE_OFFSET]])
+    at = coordinates.get_indexer(pd.MultiIndex.from_arrays(
+        [subset[SOURCE_PARTITION], subset[SOURCE_OFFSET]]))
+    if (at < 0).any():
+        raise AssertionError("a row set aside is not among the call's input records")
+    restored = subset.reset_index(drop=True)
+    for name in _CARRIED:
+        restored[name] = source[name].take(at).reset_index(drop=True)
+    return restored
 
 
 def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
@@ -134,7 +177,7 @@ def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
     refused_keys = 0
     if screened.accepted is not None and spec.overflow is Overflow.REFUSE_NEW:
         admitted, refused, refused_keys = admit(screened.accepted, loaded, spec)
-        screened = with_refused(screened, refused, admitted)
+        screened = with_refused(screened, with_carried(refused, rows), admitted)
     watermark = max(header.watermark_ms, clock.watermark_ms)
     accepted = screened.accepted
     if accepted is None and not _due(loaded, clock.watermark_ms):
@@ -152,7 +195,7 @@ def run_call(processor: BucketedProcessor, bucket: int, loaded: Loaded,
     else:
         (working, batch), aside = attempt(accepted), None
     if aside is not None:  # records the app's logic raised on: dead letters (poison.py)
-        screened = with_refused(screened, aside, accepted)
+        screened = with_refused(screened, with_carried(aside, rows), accepted)
     hot = merge(loaded, spec, working, batch.stored, batch.due_ms)
     cold, scanned = loaded.cold, _cold_was_due(header, clock.watermark_ms)
     expired = batch.stored.expired_keys_total
