@@ -56,7 +56,7 @@ from shared.keyed.bucketed.tables import StoredBucket
 MISSING_KEY = "missing key: a key column is null"
 # The record's own bytes, which only a dead letter or a late record needs: the rows the
 # processor gets leave them out. Every filter and sort of a frame copies each of its
-# columns, and these (binary and list columns in Arrow) were the dearest: a quarter of
+# columns, and these (binary and list columns in Arrow) were the dearest: a fifth of
 # the Python workers' samples in one app's drain sat in taking them along (py-spy).
 _CARRIED = (SOURCE_KEY, SOURCE_VALUE, SOURCE_HEADERS, SOURCE_TIMESTAMP)
 _CAP_ENFORCED = (Overflow.FAIL, Overflow.EVICT_IDLEST)
