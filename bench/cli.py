@@ -20,6 +20,9 @@ def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
     parser.add_argument("--layouts", default="default",
                         help="live state layouts to try, partitions x buckets, e.g. "
                              "'default,2x4' (default: the app's settings)")
+    parser.add_argument("--drain-layouts", default="default",
+                        help="state layouts to drain with, e.g. 'default,2x8': the first is "
+                             "the reported rate, live rates are fractions of the fastest")
     parser.add_argument("--quick", action="store_true",
                         help="300k records, 20 s live at half rate")
     args = parser.parse_args(argv)
@@ -29,5 +32,7 @@ def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
     run(bench, Options(records=args.records, batch=args.batch, live_s=args.live_s,
                        live_fractions=fractions,
                        live_triggers=tuple(t.strip() for t in args.triggers.split(",")),
-                       live_layouts=tuple(Layout.parse(t) for t in args.layouts.split(","))))
+                       live_layouts=tuple(Layout.parse(t) for t in args.layouts.split(",")),
+                       drain_layouts=tuple(Layout.parse(t)
+                                           for t in args.drain_layouts.split(","))))
     return 0

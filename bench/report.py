@@ -32,6 +32,16 @@ def pipeline_rows() -> list[str]:
     return rows
 
 
+def drain_layout_rows() -> list[str]:
+    """The app's drain under each state layout it was run with (results that have any)."""
+    rows = ["| app | state partitions x buckets | records/s | app / bare |", "|---|---|---|---|"]
+    for app, r in _pipeline_results():
+        for drained in r.get("drain_layouts", []):
+            rows.append(f"| {app} | {drained['layout']} | {drained['records_per_s']:,} | "
+                        f"{drained['app_vs_bare']} |")
+    return rows if len(rows) > 2 else []
+
+
 def latency_rows() -> list[str]:
     rows = ["| app | fraction of the drained rate | state partitions x buckets | trigger | input/s"
             " | kept up | batch median ms | latency p50 / p95 / p99 ms (rule or output) |",
@@ -136,6 +146,9 @@ def peers_rows() -> list[str]:
 def render() -> str:
     parts = ["### Apps on the real stack (`python -m bench.<app>_pipeline`)", "",
              *pipeline_rows(), "",
+             *(["The app's drain under each state layout it ran with (the first is the "
+                "rate above; live rates are fractions of the fastest):", "",
+                *drain_layout_rows(), ""] if drain_layout_rows() else []),
              "End-to-end latency (producer timestamp to visible to a read_committed "
              "consumer) while the producer sends at fractions of the drained rate:", "",
              *latency_rows(), "",
