@@ -22,6 +22,8 @@ BENCHMARKS = {
                     "the keyed-state layer alone: native vs per-key vs bucketed"),
     "trading_cost": ("bench.trading_processor_cost",
                      "trading processor per call in memory: its share and the layer's"),
+    "batch_floor": ("bench.batch_floor",
+                    "the least a micro-batch costs here: stateless and transformWithState"),
     "fraud": ("bench.fraud_pipeline", "fraud app: sustained rate, latency at half rate"),
     "iot": ("bench.iot_pipeline", "iot app: sustained rate, latency at half rate"),
     "trading": ("bench.trading_pipeline", "trading app in micro-batches"),

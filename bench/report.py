@@ -112,6 +112,32 @@ def _batch_median(live: dict) -> object:
     return lag.get("batch_ms_median", lag.get("batch_ms_p50", "n/a"))
 
 
+def batch_floor_rows() -> list[str]:
+    path = RESULTS / "batch_floor.json"
+    if not path.exists():
+        return []
+    r = json.loads(path.read_text())
+    rows = ["### The least a micro-batch costs (`python -m bench.batch_floor`)", "",
+            f"A trickle of {r['rate_per_s']} records/s, no trigger interval, `noop` sink in "
+            "`foreachBatch`; medians of each run's second half, ms. Load "
+            f"{r['machine_before']['load_avg_1m']} -> {r['machine_after']['load_avg_1m']}.",
+            "", "| plan | state partitions | batches | records per batch | batch | planning | "
+            "addBatch | offset + commit log | state commit | p99 implied at half rate: "
+            "eager (4F) / watermark-released (6F) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for run in r["runs"]:
+        ms = run["median_ms"]
+        implied = run["implied_p99_ms"]
+        rows.append(
+            f"| {run['plan']} | {run['state_partitions'] or ''} | {run['batches']} | "
+            f"{run['median_rows']:.0f} | {ms.get('triggerExecution', 0):.0f} | "
+            f"{ms.get('queryPlanning', 0):.0f} | {ms.get('addBatch', 0):.0f} | "
+            f"{ms.get('walCommit', 0) + ms.get('commitOffsets', 0):.0f} | "
+            f"{run['state_commit_median_ms']:.0f} | "
+            f"{implied['eager output (4F)']:.0f} / "
+            f"{implied['watermark-released output (6F)']:.0f} |")
+    return rows
+
+
 def keyed_state_rows() -> list[str]:
     path = RESULTS / "keyed_state_throughput.json"
     if not path.exists():
@@ -153,6 +179,7 @@ def render() -> str:
              "consumer) while the producer sends at fractions of the drained rate:", "",
              *latency_rows(), "",
              *realtime_rows(), "",
+             *batch_floor_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
              *keyed_state_rows(), "", *peers_rows(), "", *state_scaling_rows()]
     return "\n".join(parts)
