@@ -37,9 +37,10 @@ def run_canary(settings: PlatformSettings, timeout_s: float = 300,
 
 
 def committed_outputs(settings: PlatformSettings) -> list[dict]:
-    """The canary's output records a read_committed consumer sees."""
+    """The canary's output records a read_committed consumer sees (up to the end each
+    partition has when read: polled while the canary runs, read whole once it stopped)."""
     topic = CANARY_TOPICS.outputs[0].qualified(settings.topic_prefix)
-    return [r.json() for r in read_all(settings, topic)]
+    return [r.json() for r in read_all(settings, topic, idle_timeout_s=0.5)]
 
 
 def record_identity(record: dict) -> tuple:
