@@ -112,6 +112,8 @@ def measure(spark: SparkSession, settings: PlatformSettings, name: str,
              .option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds")
              .queryName(name.replace(" ", "_")).start())
     time.sleep(seconds)
+    # recentProgress holds Spark's last 100 reports (numRecentProgressUpdates): a run of
+    # more batches is judged by its last 100, whose second half is steady anyway.
     progress = [json.loads(p.json) for p in query.recentProgress]
     query.stop()
     batches = [p for p in progress if p["numInputRows"] > 0]

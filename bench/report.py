@@ -13,9 +13,20 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 APPS = ("fraud", "iot", "trading")
 
 
+def _result(name: str) -> dict | None:
+    """``results/<name>.json``, or None before its benchmark has run."""
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _load(r: dict) -> str:
+    """The load average before and after the run, as the tables print it."""
+    return f"{r['machine_before']['load_avg_1m']} -> {r['machine_after']['load_avg_1m']}"
+
+
 def _pipeline_results() -> list[tuple[str, dict]]:
-    paths = ((app, RESULTS / f"{app}_pipeline.json") for app in APPS)
-    return [(app, json.loads(path.read_text())) for app, path in paths if path.exists()]
+    results = ((app, _result(f"{app}_pipeline")) for app in APPS)
+    return [(app, r) for app, r in results if r is not None]
 
 
 def pipeline_rows() -> list[str]:
@@ -28,7 +39,7 @@ def pipeline_rows() -> list[str]:
         rows.append(
             f"| {app} | {rate:,} | {r['bare_pipeline']['records_per_s']:,} | "
             f"{r['app_vs_bare']} | {_platform(r, app)} | {raw:,} | {round(rate / raw, 3)} | "
-            f"{r['machine_before']['load_avg_1m']} -> {r['machine_after']['load_avg_1m']} |")
+            f"{_load(r)} |")
     return rows
 
 
@@ -73,16 +84,15 @@ def latency_rows() -> list[str]:
 
 def realtime_rows() -> list[str]:
     """Real-Time Mode against the same plan in micro-batches (bench/trading_realtime.py)."""
-    path = RESULTS / "trading_realtime.json"
-    if not path.exists():
+    r = _result("trading_realtime")
+    if r is None:
         return []
-    r = json.loads(path.read_text())
     rows = ["### Trading bars in Real-Time Mode (`python -m bench.trading_realtime`)", "",
             f"On `{r.get('spark_master', 'local[2]')}` (threads on the 2 cores; Real-Time Mode "
             "holds a slot per partition of every stage). Bare pipeline "
             f"{r['bare_pipeline']['records_per_s']:,}/s, raw consumer "
             f"{r['raw_consumer']['records_per_s']:,}/s, load "
-            f"{r['machine_before']['load_avg_1m']} -> {r['machine_after']['load_avg_1m']}.", "",
+            f"{_load(r)}.", "",
             "| mode | drained trades/s | / bare | live trades/s | latency p50 / p95 / p99 ms"
             " | p50 by quarter of the live run ms |", "|---|---|---|---|---|---|"]
     bare = r["bare_pipeline"]["records_per_s"]
@@ -113,14 +123,13 @@ def _batch_median(live: dict) -> object:
 
 
 def batch_floor_rows() -> list[str]:
-    path = RESULTS / "batch_floor.json"
-    if not path.exists():
+    r = _result("batch_floor")
+    if r is None:
         return []
-    r = json.loads(path.read_text())
     rows = ["### The least a micro-batch costs (`python -m bench.batch_floor`)", "",
             f"A trickle of {r['rate_per_s']} records/s, no trigger interval, `noop` sink in "
             "`foreachBatch`; medians of each run's second half, ms. Load "
-            f"{r['machine_before']['load_avg_1m']} -> {r['machine_after']['load_avg_1m']}.",
+            f"{_load(r)}.",
             "", "| plan | state partitions | batches | records per batch | batch | planning | "
             "addBatch | offset + commit log | state commit | p99 implied at half rate: "
             "eager (4F) / watermark-released (6F) |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -139,10 +148,9 @@ def batch_floor_rows() -> list[str]:
 
 
 def keyed_state_rows() -> list[str]:
-    path = RESULTS / "keyed_state_throughput.json"
-    if not path.exists():
+    r = _result("keyed_state_throughput")
+    if r is None:
         return []
-    r = json.loads(path.read_text())
     rows = ["| keys | batch rows | mode | buckets | steady rows/s |", "|---|---|---|---|---|"]
     for run in r["runs"]:
         rows.append(f"| {run['keys']:,} | {run['batch_rows']:,} | {run['mode']} | "
@@ -151,22 +159,22 @@ def keyed_state_rows() -> list[str]:
 
 
 def state_scaling_rows() -> list[str]:
-    path = RESULTS / "state_scaling.json"
-    if not path.exists():
+    r = _result("state_scaling")
+    if r is None:
         return []
     from bench.state_table import markdown_table
 
-    return markdown_table(json.loads(path.read_text())).splitlines()
+    return markdown_table(r).splitlines()
 
 
 def peers_rows() -> list[str]:
-    path = RESULTS / "peers.json"
-    if not path.exists():
+    r = _result("peers")
+    if r is None:
         return []
     from bench.peers.table import markdown
 
     return ["### Peers on the same topics and logic (`python -m bench.peers_compare`)", "",
-            *markdown(json.loads(path.read_text())).splitlines()]
+            *markdown(r).splitlines()]
 
 
 def render() -> str:
