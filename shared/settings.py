@@ -177,6 +177,13 @@ class PlatformSettings:
         "carries on: the records lost are not counted (docs/operations.md)")
     spark_ui: bool = setting(
         False, "STATEWISE_SPARK_UI", "serve the Spark UI (bound to 127.0.0.1 only)")
+    driver_jit: str = setting(
+        "full", "STATEWISE_DRIVER_JIT",
+        "the driver JVM's compilers on a local master (whose executors it holds): full "
+        "(both tiers, for a long run) or quick (the first tier only, "
+        "-XX:TieredStopAtLevel=1: a run of a minute or two starts and finishes sooner "
+        "on few cores, a long one drains slower); the test suite runs quick",
+        convert=OneOf("full", "quick"))
     jars_dir: Path = setting(
         HOME / ".cache" / "jars", "STATEWISE_JARS_DIR",
         "folder of the JVM jars scripts/bootstrap resolves (spark-kafka/: Spark's Kafka "

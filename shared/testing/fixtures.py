@@ -28,6 +28,9 @@ def platform_settings(tmp_path_factory: pytest.TempPathFactory) -> PlatformSetti
         # The tests' brokers are single local nodes (kafka_fixtures.py, and those a test
         # starts of its own): their throwaway topics get one replica, on purpose.
         allow_fewer_replicas=True,
+        # The suite's app processes live seconds to minutes: the first-tier compiler
+        # only (shared/runtime/spark.py, QUICK_JIT).
+        driver_jit="quick",
     )
 
 
