@@ -35,8 +35,7 @@ LOG4J_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 # STATEWISE_DRIVER_JIT=quick. A JVM's second-tier compiler (C2) spends its first minute
 # compiling Spark's hot paths on the cores the run itself needs; a run that ends within
-# that minute gains little from it. Measured here: session up 7.2 -> 4.9 s, the first job
-# 2.8 -> 2.0 s; the exactly-once recovery tests (four app processes each) 216 -> 168 s.
+# that minute gains little from it (measured: docs/operations.md, "Restart time").
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 ROCKSDB_PROVIDER = (
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
