@@ -19,32 +19,47 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed.order import sorted_by
-
-SLICE_ORDER = ("device_id", "metric", "at_ms")
-
 
 def fold(slices: pd.DataFrame, readings: pd.DataFrame, slice_ms: int) -> pd.DataFrame:
-    """``slices`` with the accepted ``readings`` (pending entries) added to theirs,
-    sorted by (device, metric, at_ms)."""
-    if not len(readings):
-        return slices
-    at = readings["at_ms"].to_numpy(dtype=np.int64)
-    new = readings.assign(at_ms=-(-at // slice_ms) * slice_ms)
-    both = new if not len(slices) else pd.concat([slices, new], ignore_index=True)
-    both = sorted_by(both, SLICE_ORDER)  # stable: a stored slice before new readings
-    device, metric = both["device_id"].to_numpy(), both["metric"].to_numpy()
+    """``slices`` with the accepted ``readings`` (pending entries) added to theirs, in
+    series order: grouped by (device, metric), at_ms ascending within a series.
+
+    The series are ordered by first appearance, not by name: ranking the device names
+    is a sort of strings (most of this function's time when it sorted by them), while
+    their codes from one hash pass sort as integers. Only the order within a series
+    reaches a figure (the sums below and the windows' reduceat). The order of the series
+    follows the stored slices and then the rows, which the layer sorts
+    (shared/keyed/bucketed/core.sort_rows), so a replay of a batch repeats it."""
+    if len(readings):
+        at = readings["at_ms"].to_numpy(dtype=np.int64)
+        new = readings.assign(at_ms=-(-at // slice_ms) * slice_ms)
+        both = new if not len(slices) else pd.concat([slices, new], ignore_index=True)
+    else:
+        both = slices
+    if not len(both):
+        return both.reset_index(drop=True)
+    device_code = pd.factorize(both["device_id"].to_numpy())[0]
+    metric_code = pd.factorize(both["metric"].to_numpy())[0]
     at = both["at_ms"].to_numpy(dtype=np.int64)
+    # Stable (np.lexsort, the last key primary): a stored slice before new readings.
+    order = np.lexsort((at, metric_code, device_code))
+    device_code, metric_code, at = device_code[order], metric_code[order], at[order]
     starts = np.ones(len(both), dtype=bool)
-    starts[1:] = (device[1:] != device[:-1]) | (metric[1:] != metric[:-1]) | (at[1:] != at[:-1])
-    bounds = np.flatnonzero(starts)
+    starts[1:] = ((device_code[1:] != device_code[:-1]) | (metric_code[1:] != metric_code[:-1])
+                  | (at[1:] != at[:-1]))
+    bounds = order[np.flatnonzero(starts)]  # each slice's first row, as in ``both``
+    reduce_at = np.flatnonzero(starts)
+
+    def reduced(name: str, dtype: type, ufunc: np.ufunc) -> np.ndarray:
+        return ufunc.reduceat(both[name].to_numpy(dtype=dtype)[order], reduce_at)
+
     return pd.DataFrame({
-        "device_id": device[bounds], "pending": False, "metric": metric[bounds],
-        "at_ms": at[bounds], "seq": np.int64(-1),
-        "n": np.add.reduceat(both["n"].to_numpy(dtype=np.int64), bounds),
-        "total": np.add.reduceat(both["total"].to_numpy(dtype=np.float64), bounds),
-        "low": np.minimum.reduceat(both["low"].to_numpy(dtype=np.float64), bounds),
-        "high": np.maximum.reduceat(both["high"].to_numpy(dtype=np.float64), bounds),
+        "device_id": both["device_id"].to_numpy()[bounds], "pending": False,
+        "metric": both["metric"].to_numpy()[bounds], "at_ms": at[reduce_at],
+        "seq": np.int64(-1),
+        "n": reduced("n", np.int64, np.add), "total": reduced("total", np.float64, np.add),
+        "low": reduced("low", np.float64, np.minimum),
+        "high": reduced("high", np.float64, np.maximum),
         "device_type": "", "site": ""})[list(slices.columns)]
 
 
@@ -62,7 +77,8 @@ class Windows:
 
 @dataclass(frozen=True)
 class SliceTable:
-    """A bucket's slices sorted by (device, metric, at_ms), indexed for window queries."""
+    """A bucket's slices in series order (as ``fold`` returns them), indexed for window
+    queries."""
 
     slices: pd.DataFrame
     series: np.ndarray  # series index (device, metric) of each slice
@@ -75,7 +91,6 @@ class SliceTable:
 
     @classmethod
     def of(cls, slices: pd.DataFrame, slice_ms: int, widest_ms: int) -> SliceTable:
-        slices = sorted_by(slices, SLICE_ORDER)
         device = slices["device_id"].to_numpy()
         metric = slices["metric"].to_numpy()
         first = np.ones(len(slices), dtype=bool)
