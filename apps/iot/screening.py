@@ -43,14 +43,23 @@ def split_out_of_range(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame |
 
 
 def first_deliveries(rows: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
-    """Each (device, seq) once: repeats within the batch and of pending readings go."""
-    rows = rows.drop_duplicates(subset=["device_id", "seq"])
+    """Each (device, seq) once: repeats within the batch and of pending readings go.
+
+    The pairs are compared as integers (device and seq numbered together, one hash pass
+    each) rather than as tuples of a string and an int, which pandas builds per row."""
     pending = history[history["pending"].to_numpy(dtype=bool)]
-    if not len(pending):
-        return rows
-    seen = pd.MultiIndex.from_arrays([pending["device_id"], pending["seq"]])
-    fresh = ~pd.MultiIndex.from_arrays([rows["device_id"], rows["seq"]]).isin(seen)
-    return rows[fresh]
+    n = len(rows)
+    device = np.concatenate([rows["device_id"].to_numpy(dtype=object),
+                             pending["device_id"].to_numpy(dtype=object)])
+    seq = np.concatenate([rows["seq"].to_numpy(dtype=np.int64),
+                          pending["seq"].to_numpy(dtype=np.int64)])
+    device_code = pd.factorize(device)[0]
+    seq_code, seqs = pd.factorize(seq)
+    pair = device_code.astype(np.int64) * max(len(seqs), 1) + seq_code
+    first = ~pd.Series(pair[:n]).duplicated().to_numpy()  # keep the first copy
+    if len(pending):
+        first &= ~pd.Series(pair[:n]).isin(pair[n:]).to_numpy()
+    return rows if first.all() else rows[first]
 
 
 def seq_check(ready: pd.DataFrame, top_seq: pd.Series
