@@ -47,8 +47,8 @@ def fold(slices: pd.DataFrame, readings: pd.DataFrame, slice_ms: int) -> pd.Data
     starts = np.ones(len(both), dtype=bool)
     starts[1:] = ((device_code[1:] != device_code[:-1]) | (metric_code[1:] != metric_code[:-1])
                   | (at[1:] != at[:-1]))
-    bounds = order[np.flatnonzero(starts)]  # each slice's first row, as in ``both``
-    reduce_at = np.flatnonzero(starts)
+    reduce_at = np.flatnonzero(starts)  # each slice's first row, in sorted order
+    bounds = order[reduce_at]  # the same rows, as in ``both``
 
     def reduced(name: str, dtype: type, ufunc: np.ufunc) -> np.ndarray:
         return ufunc.reduceat(both[name].to_numpy(dtype=dtype)[order], reduce_at)
