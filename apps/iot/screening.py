@@ -56,9 +56,10 @@ def first_deliveries(rows: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
     device_code = pd.factorize(device)[0]
     seq_code, seqs = pd.factorize(seq)
     pair = device_code.astype(np.int64) * max(len(seqs), 1) + seq_code
-    first = ~pd.Series(pair[:n]).duplicated().to_numpy()  # keep the first copy
+    batch_pairs = pd.Series(pair[:n])
+    first = ~batch_pairs.duplicated().to_numpy()  # keep the first copy
     if len(pending):
-        first &= ~pd.Series(pair[:n]).isin(pair[n:]).to_numpy()
+        first &= ~batch_pairs.isin(pair[n:]).to_numpy()
     return rows if first.all() else rows[first]
 
 
