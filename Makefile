@@ -3,6 +3,12 @@
 SHELL := /bin/bash
 VENV := .venv/bin
 PYTEST_ARGS ?=
+# make test's pytest workers (pytest-xdist), each with its own broker and Spark session.
+# Whole files go to one worker (module fixtures stay shared); on 2 cores two workers
+# overlap one test's waits (process starts, paced producers) with another's work: the
+# suite took 0.77 of its serial time (1,900 s against 2,460 s, same machine and day).
+# TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
 # make demo APP=iot: the demo's app, from the command line only (not the environment)
 APP :=
 
@@ -20,7 +26,7 @@ demo: setup  ## live demo: local Kafka, a producer, an app's results as they arr
 
 test: setup  ## lint, then every test (unit, then integration on a real broker and Spark)
 	@$(VENV)/ruff check .
-	@$(VENV)/pytest $(PYTEST_ARGS)
+	@$(VENV)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: setup  ## unit tests only: no Kafka, no JVM
 	@$(VENV)/pytest -m "not integration" $(PYTEST_ARGS)
@@ -38,11 +44,11 @@ lock: setup  ## re-pin requirements.lock (and the executors' lock) from pyprojec
 	@python3.11 -m venv /tmp/statewise-lock && /tmp/statewise-lock/bin/pip install -q pip-tools \
 	  && /tmp/statewise-lock/bin/pip-compile -q --generate-hashes --strip-extras --no-header \
 	     --no-annotate --allow-unsafe --extra dev --extra bench -o requirements.lock pyproject.toml \
-	  && printf 'numpy\npandas\npyarrow\nprotobuf\n' > /tmp/statewise-lock/executor.in \
+	  && printf 'numpy\npandas\npyarrow\nprotobuf\nconfluent-kafka\norjson\n' > /tmp/statewise-lock/executor.in \
 	  && /tmp/statewise-lock/bin/pip-compile -q --generate-hashes --no-header --no-annotate \
 	     -c requirements.lock -o deploy/cluster/requirements-executor.lock \
 	     /tmp/statewise-lock/executor.in \
-	  && sed -i '/^--find-links/d' requirements.lock deploy/cluster/requirements-executor.lock \
+	  && sed -i -e '/^--find-links/d' -e '1{/^$$/d}' requirements.lock deploy/cluster/requirements-executor.lock \
 	  && rm -rf /tmp/statewise-lock
 
 broker-up: setup  ## start the local Kafka broker (KRaft) on 127.0.0.1:9092
