@@ -4,10 +4,9 @@ SHELL := /bin/bash
 VENV := .venv/bin
 PYTEST_ARGS ?=
 # make test's pytest workers (pytest-xdist), each with its own broker and Spark session.
-# Whole files go to one worker (module fixtures stay shared); on 2 cores two workers
-# overlap one test's waits (process starts, paced producers) with another's work: the
-# suite took 0.77 of its serial time (1,900 s against 2,460 s, same machine and day).
-# TEST_WORKERS=0 runs it in this one process.
+# Whole files go to one worker, so module fixtures stay shared; two workers overlap one
+# test's waits (process starts, paced producers) with another's work (figures: README).
+# TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 # make demo APP=iot: the demo's app, from the command line only (not the environment)
 APP :=
