@@ -46,7 +46,7 @@ from shared.app.definition import AppDefinition, Output
 from shared.keyed.bucketed import BucketedProcessor, BucketUpdate
 from shared.ops.topics import TopicSpec, provision
 from shared.runtime.kafka_clients import admin_client
-from shared.runtime.runner import start
+from shared.runtime.runner import start, worker_modules
 from shared.runtime.spark import build_session
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -117,7 +117,8 @@ def run(bench: AppBench, options: Options) -> dict:
         preload(bench, settings, options.records)
         result["preloaded"] = topic_end(bootstrap, topic)
         result["raw_consumer"] = raw_read_rate(bootstrap, topic)
-        spark = build_session(settings, f"bench-{name}")
+        # The app's workers start with its modules, as the runner's do (shared/cli/main.py).
+        spark = build_session(settings, f"bench-{name}", preload=worker_modules(bench.app))
         # One unmeasured bare drain first: the first query in a JVM runs cold (JIT), and a
         # cold bare pipeline, the denominator of every ratio, would flatter the apps.
         run_to_end(bare_pipeline(spark, settings, spec, str(work / "checkpoints" / "warm-up")))

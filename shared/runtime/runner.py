@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from shared.runtime.prometheus import AppFigures
 
 log = logging.getLogger(__name__)
+# The module of the function the sink's mapInArrow tasks run (shared/sink/task.py).
+SINK_WRITER_MODULE = "shared.sink.task"
 
 
 def checkpoint_path(app: AppDefinition, settings: PlatformSettings) -> str:
@@ -168,12 +170,13 @@ def state_watch(spark: SparkSession, app: AppDefinition, settings: PlatformSetti
 
 def worker_modules(app: AppDefinition) -> tuple[str, ...]:
     """What the app's Python workers import: the module of its keyed processor's factory
-    or of its builder, which imports its processors, and the layer's operator modules
-    (the workers' daemon imports them before forking: shared/runtime/worker_daemon.py)."""
+    or of its builder, which imports its processors, the layer's operator modules, and
+    the exactly-once sink's writer, which every app's tasks run (the workers' daemon
+    imports them before forking: shared/runtime/worker_daemon.py)."""
     if app.keyed is not None:
         return (app.keyed.processor.__module__, "shared.keyed.bucketed.spark",
-                "shared.runtime.json_encode")
-    return (app.build.__module__,)
+                "shared.runtime.json_encode", SINK_WRITER_MODULE)
+    return (app.build.__module__, SINK_WRITER_MODULE)
 
 
 def quality_gate(app: AppDefinition, settings: PlatformSettings):

@@ -21,6 +21,15 @@ def test_workers_fork_from_the_preloading_daemon(spark):
     assert preloaded == [True]
 
 
+def test_workers_import_the_installed_pyspark_not_the_zip_spark_puts_first(spark):
+    """The zip holds no bytecode and gives every package an importer of its own that
+    re-reads it when a worker's first task invalidates the import caches."""
+    start_python_workers(spark).join(timeout=120)
+    files = spark.sparkContext.parallelize(range(2), 2).map(
+        lambda _: __import__("pyspark").__file__).collect()
+    assert all(".zip" not in file for file in files), files
+
+
 def test_workers_skip_what_the_daemon_froze_in_their_collections(spark):
     """The daemon froze its preloaded objects before forking, and a worker's per-task
     collection (pyspark's daemon calls gc.collect() after every task) takes the young

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.runtime.runner import worker_modules
+from shared.runtime.runner import SINK_WRITER_MODULE, worker_modules
 from shared.runtime.worker_daemon import BASE_MODULES
 from shared.testing.apps import apps_under_test
 
@@ -26,7 +26,6 @@ REPO = Path(__file__).resolve().parents[2]
 EXECUTOR_LOCK = REPO / "deploy" / "cluster" / "requirements-executor.lock"
 # The cluster's Spark ships pyspark and py4j (python/lib); the project comes in the code zip.
 PROVIDED = {"pyspark", "py4j", "statewise"}
-SINK_WRITER = "shared.sink.task"
 
 GUARD = """
 import importlib.abc, json, sys
@@ -62,7 +61,7 @@ def refused_modules() -> dict[str, str]:
 
 def executor_modules() -> list[str]:
     app_modules = [m for app in apps_under_test().values() for m in worker_modules(app)]
-    return list(dict.fromkeys([*BASE_MODULES, *app_modules, SINK_WRITER]))
+    return list(dict.fromkeys([*BASE_MODULES, *app_modules]))
 
 
 def test_the_executor_lock_names_the_workers_packages():
@@ -81,7 +80,7 @@ def test_the_guard_refuses_a_driver_only_package():
 
 def test_executor_modules_import_with_the_executor_lock_only():
     modules = executor_modules()
-    assert SINK_WRITER in modules and any(m.startswith("apps.") for m in modules)
+    assert SINK_WRITER_MODULE in modules and any(m.startswith("apps.") for m in modules)
     child = subprocess.run(
         [sys.executable, "-c", GUARD, json.dumps(refused_modules()), json.dumps(modules)],
         capture_output=True, text=True, cwd=REPO)

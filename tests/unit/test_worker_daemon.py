@@ -29,9 +29,33 @@ def test_a_module_that_fails_to_import_is_reported_not_raised():
     assert "ModuleNotFoundError" in failed["statewise_no_such_module"]
 
 
-def test_the_app_processor_module_and_the_operator_are_what_workers_preload():
+def test_the_app_processor_module_the_operator_and_the_sink_are_what_workers_preload():
     assert worker_modules(FRAUD_APP) == (
-        "apps.fraud.app", "shared.keyed.bucketed.spark", "shared.runtime.json_encode")
+        "apps.fraud.app", "shared.keyed.bucketed.spark", "shared.runtime.json_encode",
+        "shared.sink.task")
+
+
+def test_the_sink_writer_module_holds_the_function_its_tasks_run():
+    from shared.runtime.runner import SINK_WRITER_MODULE
+    from shared.sink.task import write_partition
+
+    assert write_partition.__module__ == SINK_WRITER_MODULE
+
+
+def test_an_installed_pyspark_comes_before_the_zip_of_its_own_wheel(tmp_path: Path):
+    from shared.runtime.worker_daemon import installed_pyspark_first
+
+    site = tmp_path / "site-packages"
+    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    own_zip = str(site / "pyspark" / "python" / "lib" / "pyspark.zip")
+    py4j_zip = str(site / "pyspark" / "python" / "lib" / "py4j-src.zip")
+    cluster_zip = "/opt/spark/python/lib/pyspark.zip"
+    assert installed_pyspark_first([own_zip, py4j_zip, "/app", str(site)]) == [
+        py4j_zip, "/app", str(site), own_zip]
+    # A cluster's Spark: its zip may hold the only pyspark there is, so it stays first.
+    assert installed_pyspark_first([cluster_zip, "/app", str(site)]) == [
+        cluster_zip, "/app", str(site)]
 
 
 def test_local_sessions_fork_workers_from_the_preloading_daemon():
