@@ -39,9 +39,10 @@ and a pip-installed pyspark is its own SPARK_HOME, so the daemon would import py
 from that zip: compiled from source (the zip holds no bytecode), and with one zip
 importer per package of pyspark's that each re-read the zip's directory when pyspark's
 worker, on a forked worker's first task, puts Spark's files folder on the path and
-invalidates the import caches (about 0.8 s of CPU per worker, py-spy at an app's
-start). When that zip is the one inside the installed pyspark (the same wheel), the
-daemon puts it after the installed package (:func:`installed_pyspark_first`).
+invalidates the import caches (0.27 s of CPU per worker measured alone, 16 zip
+importers; 0.014 s with the installed package's 3). When that zip is the one inside
+the installed pyspark (the same wheel), the daemon puts it after the installed package
+(:func:`installed_pyspark_first`).
 """
 
 from __future__ import annotations
