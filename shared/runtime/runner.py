@@ -42,13 +42,14 @@ from shared.runtime.state_guard import StateGuard, guard_for, with_state_caps
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig, names, output_mismatch_in
 from shared.sink.ledger import SinkLedger
+from shared.sink.task import write_partition
 
 if TYPE_CHECKING:
     from shared.runtime.prometheus import AppFigures
 
 log = logging.getLogger(__name__)
-# The module of the function the sink's mapInArrow tasks run (shared/sink/task.py).
-SINK_WRITER_MODULE = "shared.sink.task"
+# The module of the function the sink's mapInArrow tasks run.
+SINK_WRITER_MODULE = write_partition.__module__
 
 
 def checkpoint_path(app: AppDefinition, settings: PlatformSettings) -> str:

@@ -94,8 +94,7 @@ def installed_pyspark_first(path: list[str]) -> list[str]:
     installed = {os.path.join(entry, "pyspark", "python", "lib", "pyspark.zip")
                  for entry in path
                  if os.path.isfile(os.path.join(entry, "pyspark", "__init__.py"))}
-    shadowing = [entry for entry in path if entry in installed]
-    return [entry for entry in path if entry not in installed] + shadowing
+    return sorted(path, key=lambda entry: entry in installed)  # stable: the rest keep order
 
 
 def preload(names: tuple[str, ...]) -> dict[str, str]:

@@ -64,6 +64,12 @@ def executor_modules() -> list[str]:
     return list(dict.fromkeys([*BASE_MODULES, *app_modules]))
 
 
+def import_refusing(refused: dict[str, str], modules: list[str]) -> subprocess.CompletedProcess:
+    """Import ``modules`` in a child interpreter that refuses ``refused``'s modules."""
+    return subprocess.run([sys.executable, "-c", GUARD, json.dumps(refused), json.dumps(modules)],
+                          capture_output=True, text=True, cwd=REPO)
+
+
 def test_the_executor_lock_names_the_workers_packages():
     assert {"numpy", "pandas", "pyarrow", "protobuf", "confluent-kafka", "orjson"} \
         <= locked_distributions()
@@ -72,16 +78,12 @@ def test_the_executor_lock_names_the_workers_packages():
 def test_the_guard_refuses_a_driver_only_package():
     refused = refused_modules()
     assert refused.get("great_expectations") == "great_expectations"
-    child = subprocess.run(
-        [sys.executable, "-c", GUARD, json.dumps(refused), json.dumps(["great_expectations"])],
-        capture_output=True, text=True, cwd=REPO)
+    child = import_refusing(refused, ["great_expectations"])
     assert child.returncode != 0 and "not in the executor lock" in child.stderr
 
 
 def test_executor_modules_import_with_the_executor_lock_only():
     modules = executor_modules()
     assert SINK_WRITER_MODULE in modules and any(m.startswith("apps.") for m in modules)
-    child = subprocess.run(
-        [sys.executable, "-c", GUARD, json.dumps(refused_modules()), json.dumps(modules)],
-        capture_output=True, text=True, cwd=REPO)
+    child = import_refusing(refused_modules(), modules)
     assert child.returncode == 0, child.stderr[-3000:]
