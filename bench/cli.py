@@ -23,13 +23,17 @@ def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-layouts", default="default",
                         help="state layouts to drain with, e.g. 'default,2x8': the first is "
                              "the reported rate, live rates are fractions of the fastest")
+    parser.add_argument("--rounds", type=int, default=Options.rounds,
+                        help="rounds of bare, platform and app drains: the median round's "
+                             "app / bare is reported, every round is kept")
     parser.add_argument("--quick", action="store_true",
-                        help="300k records, 20 s live at half rate")
+                        help="300k records, one round, 20 s live at half rate")
     args = parser.parse_args(argv)
     fractions = tuple(float(f) for f in args.fractions.split(","))
     if args.quick:
-        args.records, args.live_s, fractions = 300_000, 20, (0.5,)
-    run(bench, Options(records=args.records, batch=args.batch, live_s=args.live_s,
+        args.records, args.rounds, args.live_s, fractions = 300_000, 1, 20, (0.5,)
+    run(bench, Options(records=args.records, batch=args.batch, rounds=args.rounds,
+                       live_s=args.live_s,
                        live_fractions=fractions,
                        live_triggers=tuple(t.strip() for t in args.triggers.split(",")),
                        live_layouts=tuple(Layout.parse(t) for t in args.layouts.split(",")),

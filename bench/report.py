@@ -38,7 +38,8 @@ def pipeline_rows() -> list[str]:
         raw = r["raw_consumer"]["records_per_s"]
         rows.append(
             f"| {app} | {rate:,} | {r['bare_pipeline']['records_per_s']:,} | "
-            f"{r['app_vs_bare']} | {_platform(r, app)} | {raw:,} | {round(rate / raw, 3)} | "
+            f"{r['app_vs_bare']}{_spread(r)} | {_platform(r, app)} | {raw:,} | "
+            f"{round(rate / raw, 3)} | "
             f"{_load(r)} |")
     return rows
 
@@ -107,6 +108,15 @@ def realtime_rows() -> list[str]:
                 f" (n={s.get('outputs', 0)}) | "
                 f"{' / '.join(str(q) for q in live.get('p50_by_quarter_ms', []))} |")
     return rows
+
+
+def _spread(r: dict) -> str:
+    """' (0.41-0.47, 3 rounds)': the app / bare of every round, the reported one being
+    the median round's; nothing for results from before rounds were run."""
+    ratios = [drained["app_vs_bare"] for drained in r.get("rounds", [])]
+    if len(ratios) < 2:
+        return ""
+    return f" ({min(ratios)}-{max(ratios)}, {len(ratios)} rounds)"
 
 
 def _platform(r: dict, app: str) -> str:
