@@ -22,8 +22,11 @@ variable when the SparkContext starts (pyspark's context.py); the
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import py_compile
 import sys
+import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -58,13 +61,16 @@ def _package_files(root: Path, packages: tuple[str, ...]) -> Iterator[Path]:
 
 def code_archive(root: Path = REPO_ROOT, packages: tuple[str, ...] = CODE_PACKAGES,
                  out_dir: Path = CODE_ARCHIVE_DIR) -> Path:
-    """A zip of the project's packages, named by a hash of their content.
+    """A zip of the project's packages, named by a hash of their content and of this
+    interpreter's bytecode version.
 
     The same code gives the same file, so restarts reuse it and two apps starting
-    at once never overwrite each other's archive while the driver serves it.
+    at once never overwrite each other's archive while the driver serves it. Each
+    module's bytecode goes beside its source (:func:`_bytecode`): zipimport cannot
+    write bytecode, so without it every executor's Python compiles the project again.
     """
     files = list(_package_files(root, packages))
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(importlib.util.MAGIC_NUMBER)
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     archive = out_dir / f"statewise-code-{digest.hexdigest()[:16]}.zip"
@@ -74,9 +80,25 @@ def code_archive(root: Path = REPO_ROOT, packages: tuple[str, ...] = CODE_PACKAG
     partial = archive.with_suffix(f".{os.getpid()}.partial")
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zipped:
         for path in files:
-            zipped.write(path, path.relative_to(root))
+            name = path.relative_to(root)
+            zipped.write(path, name)
+            if path.suffix == ".py":
+                zipped.writestr(str(name.with_suffix(".pyc")), _bytecode(path, name))
     os.replace(partial, archive)  # atomic: a reader never sees half a zip
     return archive
+
+
+def _bytecode(source: Path, name: Path) -> bytes:
+    """``source`` compiled as a checked-hash .pyc (PEP 552), where zipimport looks for it
+    (``mod.pyc`` beside ``mod.py``). A hash, not a timestamp: zip entries keep local time
+    in 2-second steps, which an executor in another time zone would read as a changed
+    source. An executor on another Python version finds a bad magic number and compiles
+    the source instead, as it would have without the .pyc."""
+    with tempfile.TemporaryDirectory() as scratch:
+        compiled = Path(scratch) / "module.pyc"
+        py_compile.compile(str(source), cfile=str(compiled), dfile=str(name), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+        return compiled.read_bytes()
 
 
 def python_env_archive(environ: Mapping[str, str] = os.environ) -> str | None:
