@@ -81,9 +81,9 @@ class Options:
     # makes one operator task per state partition and one processor call per bucket,
     # each with a fixed cost, so small live batches may want fewer of both.
     live_layouts: tuple[Layout | None, ...] = (None,)
-    # State layouts the app drains with, each on a new checkpoint: the first is the one
-    # reported as the app's rate (None: the app's settings); live runs send at fractions
-    # of the fastest of them, the app's best rate on this machine.
+    # State layouts the app drains with in the first round, each on a new checkpoint: the
+    # first is the one every round repeats and the app's reported rate (None: the app's
+    # settings); live runs send at fractions of that rate or of a faster layout's.
     drain_layouts: tuple[Layout | None, ...] = (None,)
     # Rounds of bare, platform and app drains (the first drain layout), one after the
     # other in the same JVM: on this shared machine one round's app / bare moves by 0.1

@@ -190,8 +190,9 @@ def peers_rows() -> list[str]:
 def render() -> str:
     parts = ["### Apps on the real stack (`python -m bench.<app>_pipeline`)", "",
              *pipeline_rows(), "",
-             *(["The app's drain under each state layout it ran with (the first is the "
-                "rate above; live rates are fractions of the fastest):", "",
+             *(["The app's drain under each state layout it ran with, in the first round "
+                "against that round's bare pipeline (live rates are fractions of the "
+                "reported rate or of a faster layout's):", "",
                 *drain_layout_rows(), ""] if drain_layout_rows() else []),
              "End-to-end latency (producer timestamp to visible to a read_committed "
              "consumer) while the producer sends at fractions of the drained rate:", "",
