@@ -182,13 +182,18 @@ class Round:
     drains: list[tuple[Layout | None, list[dict], DrainRate]]  # (layout, progress, rate)
 
     @property
+    def app(self) -> DrainRate:
+        """The app's drain under the first layout, the one every round repeats."""
+        return self.drains[0][2]
+
+    @property
     def app_vs_bare(self) -> float:
-        return round(self.drains[0][2].records_per_s / self.bare.records_per_s, 3)
+        return round(self.app.records_per_s / self.bare.records_per_s, 3)
 
     def as_dict(self) -> dict:
         return {"bare": round(self.bare.records_per_s),
                 "platform": round(self.platform.records_per_s),
-                "app": round(self.drains[0][2].records_per_s),
+                "app": round(self.app.records_per_s),
                 "app_vs_bare": self.app_vs_bare,
                 "platform_vs_bare": round(self.platform.records_per_s
                                           / self.bare.records_per_s, 3)}
@@ -213,10 +218,11 @@ def drain_round(bench: AppBench, spark, settings, work: Path, index: int,
         drained = drain(spark, bench.app, laid_out(dataclasses.replace(
             settings, checkpoint_dir=checkpoint(f"drain-{i}")), layout))
         drains.append((layout, drained, drain_rate(drained, topic)))
+    measured = Round(bare, platform, drains)
     print(f"{bench.app.name} round {index}: bare {bare.records_per_s:,.0f}/s, platform "
-          f"{platform.records_per_s:,.0f}/s, app {drains[0][2].records_per_s:,.0f}/s",
+          f"{platform.records_per_s:,.0f}/s, app {measured.app.records_per_s:,.0f}/s",
           flush=True)
-    return Round(bare, platform, drains)
+    return measured
 
 
 def median_round(ratios: list[float]) -> int:

@@ -113,7 +113,7 @@ def realtime_rows() -> list[str]:
 def _spread(r: dict) -> str:
     """' (0.41-0.47, 3 rounds)': the app / bare of every round, the reported one being
     the median round's; nothing for results from before rounds were run."""
-    ratios = [drained["app_vs_bare"] for drained in r.get("rounds", [])]
+    ratios = [measured["app_vs_bare"] for measured in r.get("rounds", [])]
     if len(ratios) < 2:
         return ""
     return f" ({min(ratios)}-{max(ratios)}, {len(ratios)} rounds)"

@@ -78,27 +78,29 @@ def code_archive(root: Path = REPO_ROOT, packages: tuple[str, ...] = CODE_PACKAG
         return archive
     out_dir.mkdir(parents=True, exist_ok=True)
     partial = archive.with_suffix(f".{os.getpid()}.partial")
-    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zipped:
+    with (zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zipped,
+          tempfile.TemporaryDirectory() as scratch):
+        compiled = Path(scratch) / "module.pyc"  # one scratch file, rewritten per module
         for path in files:
             name = path.relative_to(root)
             zipped.write(path, name)
             if path.suffix == ".py":
-                zipped.writestr(str(name.with_suffix(".pyc")), _bytecode(path, name))
+                zipped.writestr(str(name.with_suffix(".pyc")),
+                                _bytecode(path, name, compiled))
     os.replace(partial, archive)  # atomic: a reader never sees half a zip
     return archive
 
 
-def _bytecode(source: Path, name: Path) -> bytes:
+def _bytecode(source: Path, name: Path, compiled: Path) -> bytes:
     """``source`` compiled as a checked-hash .pyc (PEP 552), where zipimport looks for it
     (``mod.pyc`` beside ``mod.py``). A hash, not a timestamp: zip entries keep local time
     in 2-second steps, which an executor in another time zone would read as a changed
     source. An executor on another Python version finds a bad magic number and compiles
-    the source instead, as it would have without the .pyc."""
-    with tempfile.TemporaryDirectory() as scratch:
-        compiled = Path(scratch) / "module.pyc"
-        py_compile.compile(str(source), cfile=str(compiled), dfile=str(name), doraise=True,
-                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-        return compiled.read_bytes()
+    the source instead, as it would have without the .pyc. ``compiled``: the scratch
+    file py_compile writes."""
+    py_compile.compile(str(source), cfile=str(compiled), dfile=str(name), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    return compiled.read_bytes()
 
 
 def python_env_archive(environ: Mapping[str, str] = os.environ) -> str | None:
