@@ -37,6 +37,19 @@ MAX_RECORD_BYTES = 1024 * 1024
 OMITTED_HEADER = "statewise.value_omitted"
 OMITTED_TEXT = (f"%d bytes, over {MAX_RECORD_BYTES}: the original is at the source topic, "
                 "partition and offset")
+# A late or set-aside record that reached the keyed operator without its bytes (they are
+# shuffled for rejected records only): the sink reads them back (shared/sink/refetch.py).
+REFETCH_HEADER = "statewise.refetch"
+
+
+def within_limit(value: bytes | None) -> tuple[bytes | None, list[dict]]:
+    """A dead letter's value, and the header saying it was left out when it is over
+    MAX_RECORD_BYTES (the original stays at its source)."""
+    if value is not None and len(value) > MAX_RECORD_BYTES:
+        return None, [{"key": OMITTED_HEADER, "value": (OMITTED_TEXT % len(value)).encode()}]
+    return value, []
+
+
 # timestamp_millis outside these bounds overflows; ANSI mode would fail the query.
 _MIN_EVENT_MS, _MAX_EVENT_MS = -62_135_596_800_000, 253_402_300_799_999
 _CORRUPT = "_corrupt_record"

@@ -104,16 +104,21 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
     if not lateness:
         raise ValueError(f"app {app.name!r}: a keyed operator needs an allowed lateness")
     source = F.col(SOURCE)
+    # A rejected or late record leaves unchanged (the operator alone finds a record late).
+    # Only a rejected one takes its key, value and headers through the shuffle: the JSON
+    # of every record cost a fifth of the platform's rate there, and a late or set-aside
+    # one is read back from Kafka by its coordinates when written (shared/sink/refetch.py).
+    rejected = F.col(_REASON).isNotNull()
     columns = [*[F.col(c) for c in keyed.input_columns],
                F.col(_REASON).alias(REJECT_COLUMN), F.col(_STAGE).alias(STAGE_COLUMN),
                source["partition"].alias(SOURCE_PARTITION),
                source["offset"].alias(SOURCE_OFFSET),
-               # A rejected or late record leaves unchanged (the operator alone finds a
-               # record late), with the key, value, timestamp and headers it came with.
-               source["key"].alias(SOURCE_KEY), source["value"].alias(SOURCE_VALUE),
+               F.when(rejected, source["key"]).alias(SOURCE_KEY),
+               F.when(rejected, source["value"]).alias(SOURCE_VALUE),
                F.unix_millis(source["timestamp"]).alias(SOURCE_TIMESTAMP),
                # null, not [], when there are none: an empty list per row costs in pandas.
-               F.when(F.size(source["headers"]) > 0, source["headers"]).alias(SOURCE_HEADERS)]
+               F.when(rejected & (F.size(source["headers"]) > 0), source["headers"])
+               .alias(SOURCE_HEADERS)]
     # A rejected record's event time must not move the watermark (one dated 2125 would
     # make every later record late), and its reason is computed already: read it.
     valid_time = F.when(F.col(_REASON).isNull(), F.col(EVENT_TIME))

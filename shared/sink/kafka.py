@@ -58,6 +58,17 @@ def kafka_clients(config, partition: int) -> tuple[Producer, Consumer]:
     return producer, marker
 
 
+def source_consumer(config, partition: int) -> Consumer:
+    """A consumer that reads input records back by their offsets (refetch.py): assigned,
+    never subscribed, never committing. Its group is the writer's marker group, the one
+    the app's principal may use; uncommitted records are read, as Spark's source does."""
+    return consumer(config.kafka, log_level=3, logger=LIBRDKAFKA_LOG,
+                    **{"group.id": config.marker_group(partition),
+                       "enable.auto.commit": False, "enable.partition.eof": True,
+                       "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10,
+                       "isolation.level": "read_uncommitted"})
+
+
 def await_learned_broker(client, topic: str, timeout_s: float = 10.0) -> None:
     """Wait until metadata comes from a broker learned from the bootstrap one. A
     transactional producer that asks for its coordinator while librdkafka retires the

@@ -32,9 +32,11 @@ from shared.sink.kafka import (
     not_authorized,
     produce,
     retrying,
+    source_consumer,
     timed_out,
 )
 from shared.sink.ledger import NO_IDENTITY, BatchIdentity
+from shared.sink.refetch import SourceReader, refilled
 from shared.sink.side_records import SIDE_ARROW, SIDE_SCHEMA, side_records, side_rows
 
 log = logging.getLogger(__name__)
@@ -227,6 +229,17 @@ class WriterCache:
 
 
 _CACHE = WriterCache()  # one per Python worker process, for its life
+_READERS: dict[str, SourceReader] = {}  # per sink, for this worker's life
+
+
+def source_reader(config, partition: int) -> SourceReader:
+    """This worker's reader of records back from the sink's input (refetch.py): made on
+    first use, as most batches have no record to read back."""
+    reader = _READERS.get(config.sink_id)
+    if reader is None:
+        reader = _READERS[config.sink_id] = SourceReader(lambda: source_consumer(config,
+                                                                                 partition))
+    return reader
 
 
 def write_partition(spec: TaskSpec, batches: Iterator[pa.RecordBatch],
@@ -284,7 +297,8 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
     where = f"partition {partition}"
     side: Counter[tuple[str, str]] = Counter()
     try:
-        records = produce(writer.producer, _counted(_chain(first, batches), side))
+        envelopes = refilled(_chain(first, batches), source_reader(spec.config, partition))
+        records = produce(writer.producer, _counted(envelopes, side))
         unsent = writer.producer.flush(60)
         if unsent:
             raise timed_out(f"{unsent} records not sent within 60 s")

@@ -139,6 +139,8 @@ def test_rows_behind_the_watermark_go_to_the_late_topic(canary):
     assert _sorted(outputs) == _sorted(expected_outputs([*on_time, ahead, after]))
     routed = read_all(bootstrap, topic(settings, CANARY_TOPICS.late))
     assert [json.loads(r.value) for r in routed] == [late]
+    assert routed[0].key == b"card-0"  # read back from the input topic by the sink
+    assert "statewise.refetch" not in routed[0].headers
     assert "behind the watermark" in routed[0].headers[REASON_HEADER]
     assert int(routed[0].headers["statewise.watermark"]) == T0 + 50_000
     assert counted(figures, "statewise_late_records_total", "reason") == \

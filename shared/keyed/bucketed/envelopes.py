@@ -9,9 +9,12 @@ sink input, ``topic, key, value, headers``:
 - dead letters (records rejected upstream by decoding or the quality gate, and keyless
   ones) and late records, each the original Kafka record unchanged, with headers naming
   the reason, the stage, the app and the source topic, partition, offset and timestamp
-  (the convention of shared/runtime/kafka_io.py's ``dead_letter_envelopes``). Every record
-  arrives with its original key, value, timestamp and headers (``SOURCE_KEY`` ...), which
-  a rejected or late one leaves with.
+  (the convention of shared/runtime/kafka_io.py's ``dead_letter_envelopes``). A record
+  rejected upstream arrives with its original key, value and headers (``SOURCE_KEY`` ...)
+  and leaves with them; one accepted upstream arrives without them (the pipeline does
+  not shuffle them) and leaves marked for the sink to read them back from Kafka by its
+  coordinates (shared/sink/refetch.py). The in-memory harness hands every record over
+  with its bytes, and nothing is read back.
 """
 
 from __future__ import annotations
@@ -40,11 +43,10 @@ from shared.keyed.bucketed.spec import (
 )
 from shared.runtime.json_encode import json_objects
 from shared.runtime.kafka_io import (
-    MAX_RECORD_BYTES,
-    OMITTED_HEADER,
-    OMITTED_TEXT,
     REASON_HEADER,
+    REFETCH_HEADER,
     STAGE_HEADER,
+    within_limit,
 )
 
 ENVELOPE_SCHEMA = StructType([
@@ -147,15 +149,24 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
         headers[-1] += [{"key": k, "value": str(v).encode()} for k, v in added]
     values = list(python_values(rows[SOURCE_VALUE]))
     for i, value in enumerate(values):
-        if value is not None and len(value) > MAX_RECORD_BYTES:
-            values[i] = None
-            headers[i].append({"key": OMITTED_HEADER,
-                               "value": (OMITTED_TEXT % len(value)).encode()})
+        values[i], omitted = within_limit(value)
+        headers[i] += omitted
+    for i in np.flatnonzero(_bytes_left_behind(rows)):
+        headers[i].append({"key": REFETCH_HEADER, "value": b"1"})
     listed = np.empty(len(headers), dtype=object)
     for i, pairs in enumerate(headers):  # not listed[:] = headers: numpy would make a 2-D array
         listed[i] = pairs
     return arrow_envelopes(topic, pa.array(python_values(rows[SOURCE_KEY]), pa.binary()),
                            pa.array(values, pa.binary()), listed)
+
+
+def _bytes_left_behind(rows: pd.DataFrame) -> np.ndarray:
+    """Records accepted upstream that came without their bytes (the pipeline carries
+    them for rejected records only): the sink reads them back (shared/sink/refetch.py).
+    An accepted record decoded, so its value was never null."""
+    accepted = (np.ones(len(rows), dtype=bool) if STAGE_COLUMN not in rows.columns
+                else rows[STAGE_COLUMN].isna().to_numpy())
+    return accepted & rows[SOURCE_VALUE].isna().to_numpy()
 
 
 def arrow_envelopes(topic: str, keys: pa.Array, values: pa.Array, headers: np.ndarray

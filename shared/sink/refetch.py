@@ -1,0 +1,147 @@
+"""Late records and dead letters whose bytes stayed in Kafka, read back before they are
+written.
+
+The keyed operator's input carries a record's own bytes (key, value, headers) only when
+the record was rejected before the shuffle (decoding, the quality gate): shuffling every
+record's JSON to the state partitions cost a fifth of the platform's rate, for the few
+records that leave unchanged. A record accepted there and then found late, or set aside
+by the operator, leaves as an envelope without them: key and value null, its source
+topic, partition and offset in its ``statewise.source.*`` headers, and
+:data:`REFETCH_HEADER`. The writer reads those records back from the source topic by their
+coordinates (a Kafka record at an offset never changes) and writes each one as the
+operator would have: its key, value and headers, then the headers the pipeline added.
+
+A record no longer in Kafka (the topic's retention deleted it between the read and the
+write) leaves with null key and value and :data:`GONE_HEADER`, its coordinates and
+reason still there: never dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from shared.runtime.kafka_io import REFETCH_HEADER, within_limit
+
+GONE_HEADER = "statewise.source.gone"
+GONE_TEXT = b"the record was no longer in its source topic (retention) when it was written"
+_COORDINATES = ("statewise.source.topic", "statewise.source.partition",
+                "statewise.source.offset")
+FETCH_TIMEOUT_S = 60.0
+
+Coordinates = tuple[str, int, int]  # topic, partition, offset
+# key, value, headers [{"key", "value"}] of a record read back
+Record = tuple[bytes | None, bytes | None, list[dict]]
+Fetch = Callable[[set[Coordinates]], dict[Coordinates, Record]]
+
+
+def refilled(batches: Iterator[pa.RecordBatch], fetch: Fetch) -> Iterator[pa.RecordBatch]:
+    """``batches`` with every envelope that lacks its record's bytes given them back."""
+    for batch in batches:
+        yield refill(batch, fetch)
+
+
+def refill(batch: pa.RecordBatch, fetch: Fetch) -> pa.RecordBatch:
+    """One Arrow batch of envelopes, refilled (the same batch when none lacks its bytes:
+    only a null value can, and outputs never have one)."""
+    values = batch.column("value")
+    if values.null_count == 0:
+        return batch
+    missing = pc.indices_nonzero(pc.is_null(values)).to_pylist()
+    headers = batch.column("headers").to_pylist()
+    wanted = {i: coordinates(headers[i]) for i in missing if _marked(headers[i])}
+    if not wanted:
+        return batch
+    found = fetch(set(wanted.values()))
+    keys, values = batch.column("key").to_pylist(), values.to_pylist()
+    for i, at in wanted.items():
+        added = [h for h in headers[i] if h["key"] != REFETCH_HEADER]
+        record = found.get(at)
+        if record is None:
+            headers[i] = [*added, {"key": GONE_HEADER, "value": GONE_TEXT}]
+            continue
+        keys[i], value, original = record
+        values[i], omitted = within_limit(value)
+        headers[i] = [*original, *added, *omitted]
+    columns = {"key": keys, "value": values, "headers": headers}
+    arrays = [pa.array(columns[field.name], field.type) if field.name in columns
+              else batch.column(i) for i, field in enumerate(batch.schema)]
+    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+
+
+def coordinates(headers: list[dict]) -> Coordinates:
+    named = {h["key"]: h["value"] for h in headers if h["key"] in _COORDINATES}
+    topic, partition, offset = (named[name] for name in _COORDINATES)
+    return topic.decode(), int(partition), int(offset)
+
+
+def _marked(headers: list[dict] | None) -> bool:
+    return headers is not None and any(h["key"] == REFETCH_HEADER for h in headers)
+
+
+class SourceReader:
+    """Reads records back by their coordinates with one consumer, made on first use
+    (``make``: a confluent-kafka Consumer, never subscribed and never committing) and
+    kept for the life of this Python worker. Reads uncommitted records, as Spark's Kafka
+    source does: the record at an offset is the one the query read."""
+
+    def __init__(self, make: Callable[[], object], timeout_s: float = FETCH_TIMEOUT_S) -> None:
+        self.make, self.timeout_s = make, timeout_s
+        self.consumer = None
+
+    def __call__(self, wanted: set[Coordinates]) -> dict[Coordinates, Record]:
+        if self.consumer is None:
+            self.consumer = self.make()
+        by_partition: dict[tuple[str, int], set[int]] = defaultdict(set)
+        for topic, partition, offset in wanted:
+            by_partition[(topic, partition)].add(offset)
+        found: dict[Coordinates, Record] = {}
+        try:
+            for (topic, partition), offsets in sorted(by_partition.items()):
+                found |= self._read(topic, partition, offsets)
+        finally:
+            self.consumer.unassign()
+        return found
+
+    def _read(self, topic: str, partition: int, offsets: set[int]
+              ) -> dict[Coordinates, Record]:
+        """The records of one partition at ``offsets``; those below the partition's
+        first offset (deleted) or passed without being seen are absent."""
+        low, _ = self.consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                     timeout=10)
+        pending = {o for o in offsets if o >= low}
+        found: dict[Coordinates, Record] = {}
+        if not pending:
+            return found
+        last, position = max(pending), min(pending)
+        self.consumer.assign([TopicPartition(topic, partition, position)])
+        deadline = time.monotonic() + self.timeout_s
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaException(KafkaError(
+                    KafkaError._TIMED_OUT, f"reading back {len(pending)} records of "
+                    f"{topic}[{partition}] (late or set aside) took over {self.timeout_s} s"))
+            # No more than the records up to the last one wanted: consume() returns once
+            # it has that many (or at the partition's end), not after its whole timeout.
+            wanted = min(last - position + 1, 10_000)
+            for message in self.consumer.consume(wanted, timeout=remaining):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return found  # the rest is gone (compacted or deleted meanwhile)
+                    raise KafkaException(error)
+                position = message.offset() + 1
+                if message.offset() in pending:
+                    pending.discard(message.offset())
+                    found[(topic, partition, message.offset())] = (
+                        message.key(), message.value(),
+                        [{"key": k, "value": v} for k, v in (message.headers() or [])])
+                if position > last:
+                    return found
+        return found
