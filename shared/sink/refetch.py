@@ -33,6 +33,7 @@ GONE_TEXT = b"the record was no longer in its source topic (retention) when it w
 _COORDINATES = ("statewise.source.topic", "statewise.source.partition",
                 "statewise.source.offset")
 FETCH_TIMEOUT_S = 60.0
+RUN_GAP = 500  # records read through rather than sought past (runs)
 
 Coordinates = tuple[str, int, int]  # topic, partition, offset
 # key, value, headers [{"key", "value"}] of a record read back
@@ -90,8 +91,9 @@ class SourceReader:
     kept for the life of this Python worker. Reads uncommitted records, as Spark's Kafka
     source does: the record at an offset is the one the query read."""
 
-    def __init__(self, make: Callable[[], object], timeout_s: float = FETCH_TIMEOUT_S) -> None:
-        self.make, self.timeout_s = make, timeout_s
+    def __init__(self, make: Callable[[], object], timeout_s: float = FETCH_TIMEOUT_S,
+                 gap: int = RUN_GAP) -> None:
+        self.make, self.timeout_s, self.gap = make, timeout_s, gap
         self.consumer = None
 
     def __call__(self, wanted: set[Coordinates]) -> dict[Coordinates, Record]:
@@ -103,22 +105,21 @@ class SourceReader:
         found: dict[Coordinates, Record] = {}
         try:
             for (topic, partition), offsets in sorted(by_partition.items()):
-                found |= self._read(topic, partition, offsets)
+                low, _ = self.consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=10)
+                # Below the partition's first offset: deleted, so absent.
+                for run in runs(sorted(o for o in offsets if o >= low), self.gap):
+                    found |= self._read(topic, partition, run)
         finally:
             self.consumer.unassign()
         return found
 
-    def _read(self, topic: str, partition: int, offsets: set[int]
+    def _read(self, topic: str, partition: int, run: list[int]
               ) -> dict[Coordinates, Record]:
-        """The records of one partition at ``offsets``; those below the partition's
-        first offset (deleted) or passed without being seen are absent."""
-        low, _ = self.consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                     timeout=10)
-        pending = {o for o in offsets if o >= low}
-        found: dict[Coordinates, Record] = {}
-        if not pending:
-            return found
-        last, position = max(pending), min(pending)
+        """The records of one partition at the offsets of ``run``, read through from its
+        first to its last; one passed without being seen (deleted meanwhile) is absent."""
+        pending, found = set(run), {}
+        last, position = run[-1], run[0]
         self.consumer.assign([TopicPartition(topic, partition, position)])
         deadline = time.monotonic() + self.timeout_s
         while pending:
@@ -145,3 +146,16 @@ class SourceReader:
                 if position > last:
                     return found
         return found
+
+
+def runs(offsets: list[int], gap: int = RUN_GAP) -> list[list[int]]:
+    """Sorted offsets cut where the next lies more than ``gap`` records on: a run is read
+    through in one fetch, and a record far from the one before is sought, not read up to
+    (a batch's few late records lie anywhere in its 60k-record ranges)."""
+    cut: list[list[int]] = []
+    for offset in offsets:
+        if cut and offset - cut[-1][-1] <= gap:
+            cut[-1].append(offset)
+        else:
+            cut.append([offset])
+    return cut

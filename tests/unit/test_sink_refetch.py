@@ -18,7 +18,7 @@ from shared.keyed.bucketed.spec import (
     STAGE_COLUMN,
 )
 from shared.runtime.kafka_io import MAX_RECORD_BYTES, OMITTED_HEADER, REFETCH_HEADER
-from shared.sink.refetch import GONE_HEADER, refill
+from shared.sink.refetch import GONE_HEADER, refill, runs
 
 SPEC = EnvelopeSpec(app="t", key_column="k", routes={"out": Route("t.out", None)},
                     dead_letter_topic="t.dead", late_topic="t.late", late_reason="late",
@@ -106,3 +106,9 @@ def test_a_batch_with_nothing_to_read_back_is_passed_on_without_a_fetch():
     given = batch(envelopes)
     fetch = Fetch({})
     assert refill(given, fetch) is given and fetch.asked == []
+
+
+def test_offsets_far_apart_are_sought_and_near_ones_read_through():
+    assert runs([3, 9, 400, 5_000, 5_001, 90_000], gap=500) == [
+        [3, 9, 400], [5_000, 5_001], [90_000]]
+    assert runs([]) == []
