@@ -65,8 +65,12 @@ def source_consumer(config, partition: int) -> Consumer:
     return consumer(config.kafka, log_level=3, logger=LIBRDKAFKA_LOG,
                     **{"group.id": config.marker_group(partition),
                        "enable.auto.commit": False, "enable.partition.eof": True,
-                       "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10,
-                       "isolation.level": "read_uncommitted"})
+                       "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted",
+                       # A new assignment's fetch waits for the one in flight, which the
+                       # broker holds up to fetch.wait.max.ms at the log's end (500 ms by
+                       # default); nor prefetch past what was asked (100k records, 1 MB).
+                       "fetch.wait.max.ms": 10, "queued.min.messages": 1000,
+                       "max.partition.fetch.bytes": 65536})
 
 
 def await_learned_broker(client, topic: str, timeout_s: float = 10.0) -> None:
