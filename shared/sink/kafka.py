@@ -70,7 +70,10 @@ def source_consumer(config, partition: int) -> Consumer:
                        # broker holds up to fetch.wait.max.ms at the log's end (500 ms by
                        # default); nor prefetch past what was asked (100k records, 1 MB).
                        "fetch.wait.max.ms": 10, "queued.min.messages": 1000,
-                       "max.partition.fetch.bytes": 65536})
+                       "max.partition.fetch.bytes": 65536,
+                       # Past queued.min.messages librdkafka waits this long before the
+                       # partition's next fetch (1 s by default), also after a new seek.
+                       "fetch.queue.backoff.ms": 1})
 
 
 def await_learned_broker(client, topic: str, timeout_s: float = 10.0) -> None:
