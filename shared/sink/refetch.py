@@ -22,6 +22,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -49,30 +50,44 @@ def refilled(batches: Iterator[pa.RecordBatch], fetch: Fetch) -> Iterator[pa.Rec
 
 def refill(batch: pa.RecordBatch, fetch: Fetch) -> pa.RecordBatch:
     """One Arrow batch of envelopes, refilled (the same batch when none lacks its bytes:
-    only a null value can, and outputs never have one)."""
+    only a null value can, and outputs never have one). Only the rows refilled go
+    through Python; the others stay in Arrow, in their places."""
     values = batch.column("value")
     if values.null_count == 0:
         return batch
-    missing = pc.indices_nonzero(pc.is_null(values)).to_pylist()
-    headers = batch.column("headers").to_pylist()
-    wanted = {i: coordinates(headers[i]) for i in missing if _marked(headers[i])}
-    if not wanted:
+    missing = pc.indices_nonzero(pc.is_null(values))
+    headers = batch.column("headers").take(missing).to_pylist()
+    marked = [i for i, pairs in enumerate(headers) if _marked(pairs)]
+    if not marked:
         return batch
-    found = fetch(set(wanted.values()))
-    keys, values = batch.column("key").to_pylist(), values.to_pylist()
-    for i, at in wanted.items():
+    rows = [missing[i].as_py() for i in marked]
+    wanted = [coordinates(headers[i]) for i in marked]
+    found = fetch(set(wanted))
+    keys, values, refilled_headers = [], [], []
+    for i, at in zip(marked, wanted, strict=True):
         added = [h for h in headers[i] if h["key"] != REFETCH_HEADER]
-        record = found.get(at)
-        if record is None:
-            headers[i] = [*added, {"key": GONE_HEADER, "value": GONE_TEXT}]
-            continue
-        keys[i], value, original = record
-        values[i], omitted = within_limit(value)
-        headers[i] = [*original, *added, *omitted]
-    columns = {"key": keys, "value": values, "headers": headers}
-    arrays = [pa.array(columns[field.name], field.type) if field.name in columns
-              else batch.column(i) for i, field in enumerate(batch.schema)]
-    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+        key, value, original = found.get(at, (None, None, None))
+        if original is None:  # gone from Kafka (a record read back has a list)
+            original = []
+            added.append({"key": GONE_HEADER, "value": GONE_TEXT})
+        value, omitted = within_limit(value)
+        keys.append(key)
+        values.append(value)
+        refilled_headers.append([*original, *added, *omitted])
+    columns = {"key": keys, "value": values, "headers": refilled_headers}
+    return pa.RecordBatch.from_arrays(
+        [_replaced(batch.column(i), rows, columns[field.name], field.type)
+         if field.name in columns else batch.column(i)
+         for i, field in enumerate(batch.schema)], schema=batch.schema)
+
+
+def _replaced(column: pa.Array, rows: list[int], values: list, kind: pa.DataType
+              ) -> pa.Array:
+    """``column`` with ``values`` at ``rows``: the replacements appended, then every row
+    taken from the original or its replacement."""
+    at = np.arange(len(column))
+    at[rows] = len(column) + np.arange(len(rows))
+    return pa.concat_arrays([column, pa.array(values, kind)]).take(pa.array(at))
 
 
 def coordinates(headers: list[dict]) -> Coordinates:

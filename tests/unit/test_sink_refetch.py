@@ -112,3 +112,16 @@ def test_offsets_far_apart_are_sought_and_near_ones_read_through():
     assert runs([3, 9, 400, 5_000, 5_001, 90_000], gap=500) == [
         [3, 9, 400], [5_000, 5_001], [90_000]]
     assert runs([]) == []
+
+
+def test_records_read_back_keep_their_places_among_the_others():
+    out = SPEC.outputs(pd.DataFrame({"k": ["a", "b"], "x": [1, 2]}))
+    envelopes = pd.concat([
+        out.iloc[:1], SPEC.late(rows([None], [None], offsets=[41]), watermark_ms=5),
+        out.iloc[1:], SPEC.late(rows([None], [None], offsets=[43]), watermark_ms=5)],
+        ignore_index=True)
+    fetch = Fetch({("t.in", 2, 41): (b"k41", b"v41", []), ("t.in", 2, 43): (b"k43", b"v43", [])})
+    refilled = refill(batch(envelopes), fetch).to_pylist()
+    assert [(r["topic"], r["value"]) for r in refilled] == [
+        ("t.out", b'{"k":"a","x":1}'), ("t.late", b"v41"), ("t.out", b'{"k":"b","x":2}'),
+        ("t.late", b"v43")]
