@@ -60,7 +60,7 @@ def app_grants(app: AppDefinition, settings: PlatformSettings) -> list[Grant]:
 
     grants = on(topics.inputs, ("READ", "DESCRIBE"),
                 "input: Spark's Kafka source fetches it (READ) and lists its offsets "
-                "(DESCRIBE)")
+                "(DESCRIBE); the sink's writers read late records back from it by offset")
     if topics.control is not None:
         grants += on([topics.control], ("READ", "DESCRIBE"),
                      "control topic: Spark's Kafka source reads the thresholds")
