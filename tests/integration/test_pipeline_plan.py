@@ -50,3 +50,17 @@ def test_a_keyed_app_reads_and_parses_its_input_topic_once(spark, name):
     plan = physical_plan(whole_plan(spark, app))
     first_field = app.input_topic.schema.field_names[0]
     assert len(re.findall(rf"from_json\(StructField\({first_field},", plan)) == 1, plan
+
+
+@pytest.mark.parametrize("name", sorted(n for n, a in apps_under_test().items() if a.keyed))
+def test_a_keyed_app_shuffles_a_records_own_bytes_only_when_it_was_rejected(spark, name):
+    """Every record's JSON through the shuffle cost a fifth of the platform's rate; a
+    late or set-aside record is read back by the sink instead (shared/sink/refetch.py)."""
+    plan = physical_plan(whole_plan(spark, apps_under_test()[name]))
+    for column in ("key", "value"):
+        carried = re.findall(rf"(\S+) AS keyed_src_{column}#", plan)
+        assert carried, plan
+        # CASE WHEN rejected THEN ... END; null on the control records' side of the union
+        assert set(carried) <= {"END", "null"}, carried
+        assert re.search(rf"CASE WHEN isnotnull\(_reason#\d+\) THEN _source#\d+\.{column} END"
+                         rf" AS keyed_src_{column}#", plan), plan
