@@ -106,8 +106,9 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
     source = F.col(SOURCE)
     # A rejected or late record leaves unchanged (the operator alone finds a record late).
     # Only a rejected one takes its key, value and headers through the shuffle: the JSON
-    # of every record cost a fifth of the platform's rate there, and a late or set-aside
-    # one is read back from Kafka by its coordinates when written (shared/sink/refetch.py).
+    # of every record cost up to a fifth of the platform's rate there, and a late or
+    # set-aside one is read back from Kafka by its coordinates when written
+    # (shared/sink/refetch.py).
     rejected = F.col(_REASON).isNotNull()
     columns = [*[F.col(c) for c in keyed.input_columns],
                F.col(_REASON).alias(REJECT_COLUMN), F.col(_STAGE).alias(STAGE_COLUMN),

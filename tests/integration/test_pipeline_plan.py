@@ -54,7 +54,7 @@ def test_a_keyed_app_reads_and_parses_its_input_topic_once(spark, name):
 
 @pytest.mark.parametrize("name", sorted(n for n, a in apps_under_test().items() if a.keyed))
 def test_a_keyed_app_shuffles_a_records_own_bytes_only_when_it_was_rejected(spark, name):
-    """Every record's JSON through the shuffle cost a fifth of the platform's rate; a
+    """Every record's JSON through the shuffle cost up to a fifth of the platform's rate; a
     late or set-aside record is read back by the sink instead (shared/sink/refetch.py)."""
     plan = physical_plan(whole_plan(spark, apps_under_test()[name]))
     for column in ("key", "value"):
