@@ -64,6 +64,9 @@ def test_exploding_keys_are_refused_under_the_cap_and_warned_about(
                if r.headers.get("statewise.reason", "").startswith("state full")]
     assert held + len(refused) == CARDS  # every card held or refused: none lost
     assert held >= 4 * (CAP // 2) - 4 and len(refused) > CARDS // 2
+    # Each leaves as it came: the record sent, its key (read back from the input topic).
+    by_card = {t["card_id"]: t for t in sent}
+    assert all(json.loads(r.value) == by_card[r.key.decode()] for r in refused)
 
     metrics = Path(settings.metrics_dir) / "fraud.state.jsonl"
     lines = [json.loads(x) for x in metrics.read_text().splitlines()]

@@ -45,10 +45,12 @@ def test_a_late_record_without_its_bytes_is_marked_and_one_with_them_is_not():
     assert late["value"].isna().tolist() == [True, False]
 
 
-def test_a_rejected_record_is_never_marked_even_with_a_null_value():
-    # A tombstone fails decoding upstream and keeps its (null) bytes: nothing to read back.
-    dead = SPEC.dead_letters(rows([None], ["decode"]), np.array(["empty value"]))
-    assert REFETCH_HEADER not in header_keys(dead["headers"].iloc[0])
+def test_a_record_refused_by_a_full_bucket_is_marked_though_the_operator_named_its_stage():
+    # admission.py sets the stage of the records it refuses: their bytes stayed behind too.
+    dead = SPEC.dead_letters(rows([None, b"{}"], ["refused", "quality"]),
+                             np.array(["state full", "bad"]))
+    marked = [REFETCH_HEADER in header_keys(h) for h in dead["headers"]]
+    assert marked == [True, False]
 
 
 def batch(envelopes: pd.DataFrame) -> pa.RecordBatch:

@@ -12,9 +12,9 @@ sink input, ``topic, key, value, headers``:
   (the convention of shared/runtime/kafka_io.py's ``dead_letter_envelopes``). A record
   rejected upstream arrives with its original key, value and headers (``SOURCE_KEY`` ...)
   and leaves with them; one accepted upstream arrives without them (the pipeline does
-  not shuffle them) and leaves marked for the sink to read them back from Kafka by its
-  coordinates (shared/sink/refetch.py). The in-memory harness hands every record over
-  with its bytes, and nothing is read back.
+  not shuffle them) and leaves marked, with no value, for the sink to read them back
+  from Kafka by its coordinates (shared/sink/refetch.py). The in-memory harness hands
+  every record over with its bytes, and nothing is read back.
 """
 
 from __future__ import annotations
@@ -161,12 +161,12 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
 
 
 def _bytes_left_behind(rows: pd.DataFrame) -> np.ndarray:
-    """Records accepted upstream that came without their bytes (the pipeline carries
-    them for rejected records only): the sink reads them back (shared/sink/refetch.py).
-    An accepted record decoded, so its value was never null."""
-    accepted = (np.ones(len(rows), dtype=bool) if STAGE_COLUMN not in rows.columns
-                else rows[STAGE_COLUMN].isna().to_numpy())
-    return accepted & rows[SOURCE_VALUE].isna().to_numpy()
+    """Records that came without their bytes: the pipeline carries them for records
+    rejected upstream only, so whatever the operator did with a record since (late,
+    refused by a full bucket, set aside), a null value is read back by the sink
+    (shared/sink/refetch.py). A record whose Kafka value was null (rejected upstream)
+    is read back as the null it was."""
+    return rows[SOURCE_VALUE].isna().to_numpy()
 
 
 def arrow_envelopes(topic: str, keys: pa.Array, values: pa.Array, headers: np.ndarray
