@@ -27,12 +27,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from shared.runtime.kafka_io import REFETCH_HEADER, within_limit
+from shared.runtime.kafka_io import (
+    REFETCH_HEADER,
+    SOURCE_OFFSET_HEADER,
+    SOURCE_PARTITION_HEADER,
+    SOURCE_TOPIC_HEADER,
+    within_limit,
+)
 
 GONE_HEADER = "statewise.source.gone"
 GONE_TEXT = b"the record was no longer in its source topic (retention) when it was written"
-_COORDINATES = ("statewise.source.topic", "statewise.source.partition",
-                "statewise.source.offset")
+_COORDINATES = (SOURCE_TOPIC_HEADER, SOURCE_PARTITION_HEADER, SOURCE_OFFSET_HEADER)
 FETCH_TIMEOUT_S = 60.0
 RUN_GAP = 500  # records read through rather than sought past (runs)
 
@@ -120,10 +125,7 @@ class SourceReader:
         found: dict[Coordinates, Record] = {}
         try:
             for (topic, partition), offsets in sorted(by_partition.items()):
-                low, _ = self.consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=10)
-                # Below the partition's first offset: deleted, so absent.
-                for run in runs(sorted(o for o in offsets if o >= low), self.gap):
+                for run in runs(sorted(offsets), self.gap):
                     found |= self._read(topic, partition, run)
         finally:
             self.consumer.unassign()
@@ -132,7 +134,9 @@ class SourceReader:
     def _read(self, topic: str, partition: int, run: list[int]
               ) -> dict[Coordinates, Record]:
         """The records of one partition at the offsets of ``run``, read through from its
-        first to its last; one passed without being seen (deleted meanwhile) is absent."""
+        first to its last; one passed without being seen is absent: deleted, as one
+        before the partition's first offset is (the consumer starts at that first
+        offset, auto.offset.reset)."""
         pending, found = set(run), {}
         last, position = run[-1], run[0]
         self.consumer.assign([TopicPartition(topic, partition, position)])
