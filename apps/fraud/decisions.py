@@ -99,7 +99,7 @@ def _spend(tl: Timeline, ready: np.ndarray, keys: pd.DataFrame, rule: Thresholds
     minutes = rule.spend_window_ms // 60_000
     alerts = alert_frame(
         SPEND, cards[alert], tl.rows["txn_id"].to_numpy()[at],
-        [tl.ids(s, e) for s, e in zip(starts[alert], ends[alert], strict=True)],
+        tl.id_lists(starts[alert], ends[alert]),
         tl.event_ms[starts[alert]], tl.event_ms[at], now,
         [f"{w / 100:.2f} within {minutes} min, {w / 100 / m:.1f}x the card's mean of {m:.2f}"
          for w, m in zip(window_cents[alert], mean, strict=True)])

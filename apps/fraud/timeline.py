@@ -69,8 +69,13 @@ class Timeline:
         prefix = np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
         return prefix[ends] - prefix[starts]
 
-    def ids(self, start: int, end: int) -> str:
-        return ",".join(self.rows["txn_id"].iloc[start:end])
+    def id_lists(self, starts: np.ndarray, ends: np.ndarray) -> list[str]:
+        """For each [start, end) range, its transactions' ids joined by commas. The ids
+        are taken out of the frame once: a column lookup and a slice per alert were a
+        twelfth of the app's Python in a drain that alerted on one record in 76."""
+        ids = self.rows["txn_id"].to_numpy()
+        return [",".join(ids[start:end])
+                for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
 def _sorted(rows: pd.DataFrame) -> pd.DataFrame:

@@ -31,7 +31,7 @@ def velocity_alerts(timeline: Timeline, touched_cards: pd.Index, rule: Threshold
     window_s = rule.velocity_window_ms // 1000
     alerts = alert_frame(
         VELOCITY, rows["card_id"].to_numpy()[at], rows["txn_id"].to_numpy()[at],
-        [timeline.ids(s, e) for s, e in zip(starts, ends, strict=True)],
+        timeline.id_lists(starts, ends),
         timeline.event_ms[starts], timeline.event_ms[at], detected_at_ms,
         [f"{e - s} transactions within {window_s} s" for s, e in zip(starts, ends, strict=True)])
     return alerts, at
