@@ -31,10 +31,12 @@ ENVELOPE_COLUMNS = ("topic", "key", "value", "headers")
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 REASON_HEADER = "statewise.reason"
 STAGE_HEADER = "statewise.stage"  # decode, quality, control, late, ...: where it was set aside
+APP_HEADER = "statewise.app"
 # Where a dead letter or late record came from; the sink reads one back by these.
 SOURCE_TOPIC_HEADER = "statewise.source.topic"
 SOURCE_PARTITION_HEADER = "statewise.source.partition"
 SOURCE_OFFSET_HEADER = "statewise.source.offset"
+SOURCE_TIMESTAMP_HEADER = "statewise.source.timestamp"
 MAX_RECORD_BYTES = 1024 * 1024
 # A dead letter of a record over MAX_RECORD_BYTES leaves the value out (the side topics
 # take 2 MiB, shared/app/topics.py) and says so; the record stays in its input topic.
@@ -230,11 +232,11 @@ def dead_letter_envelopes(rows: DataFrame, reason: Column, app: str, stage: str 
     added = F.array(
         _header(REASON_HEADER, reason),
         _header(STAGE_HEADER, _as_column(stage)),
-        _header("statewise.app", F.lit(app)),
+        _header(APP_HEADER, F.lit(app)),
         _header(SOURCE_TOPIC_HEADER, source["topic"]),
         _header(SOURCE_PARTITION_HEADER, source["partition"]),
         _header(SOURCE_OFFSET_HEADER, source["offset"]),
-        _header("statewise.source.timestamp", F.unix_millis(source["timestamp"])),
+        _header(SOURCE_TIMESTAMP_HEADER, F.unix_millis(source["timestamp"])),
     )
     original = F.coalesce(source["headers"], F.array().cast(HEADERS_TYPE))
     oversized = F.length(source["value"]) > MAX_RECORD_BYTES

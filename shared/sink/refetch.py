@@ -4,11 +4,11 @@ written.
 The keyed operator's input carries a record's own bytes (key, value, headers) only when
 the record was rejected before the shuffle (decoding, the quality gate): shuffling every
 record's JSON to the state partitions cost up to a fifth of the platform's rate, for
-the few records that leave unchanged. A record accepted there and then found late, or set aside
-by the operator, leaves as an envelope without them: key and value null, its source
-topic, partition and offset in its ``statewise.source.*`` headers, and
-:data:`REFETCH_HEADER`. The writer reads those records back from the source topic by their
-coordinates (a Kafka record at an offset never changes) and writes each one as the
+the few records that leave unchanged. A record accepted there and then found late, or
+set aside by the operator, leaves as an envelope without them: key and value null, its
+source topic, partition and offset in its ``statewise.source.*`` headers, and
+:data:`REFETCH_HEADER`. The writer reads those records back from the source topic by
+their coordinates (a Kafka record at an offset never changes) and writes each one as the
 operator would have: its key, value and headers, then the headers the pipeline added.
 
 A record no longer in Kafka (the topic's retention deleted it between the read and the

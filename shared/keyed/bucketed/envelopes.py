@@ -43,10 +43,12 @@ from shared.keyed.bucketed.spec import (
 )
 from shared.runtime.json_encode import json_objects
 from shared.runtime.kafka_io import (
+    APP_HEADER,
     REASON_HEADER,
     REFETCH_HEADER,
     SOURCE_OFFSET_HEADER,
     SOURCE_PARTITION_HEADER,
+    SOURCE_TIMESTAMP_HEADER,
     SOURCE_TOPIC_HEADER,
     STAGE_HEADER,
     within_limit,
@@ -143,10 +145,10 @@ def _originals(rows: pd.DataFrame, source_topic: str, topic: str, reasons: np.nd
                   strict=True)
     for i, (partition, offset, timestamp_ms, kept) in enumerate(columns):
         added = [(REASON_HEADER, reasons[i]), (STAGE_HEADER, stages[i]),
-                 ("statewise.app", app), (SOURCE_TOPIC_HEADER, source_topic),
+                 (APP_HEADER, app), (SOURCE_TOPIC_HEADER, source_topic),
                  (SOURCE_PARTITION_HEADER, int(partition)),
                  (SOURCE_OFFSET_HEADER, int(offset)),
-                 ("statewise.source.timestamp", int(timestamp_ms)), *extra]
+                 (SOURCE_TIMESTAMP_HEADER, int(timestamp_ms)), *extra]
         headers.append([{"key": h["key"], "value": h["value"]} for h in kept]
                        if kept is not None else [])
         headers[-1] += [{"key": k, "value": str(v).encode()} for k, v in added]
