@@ -8,6 +8,7 @@
    sustained rate, with Spark's own per-batch breakdown as a profile; the bare pipeline,
    the platform step and the app drain again in ``Options.rounds`` rounds, and the
    round with the median app / bare ratio is the one reported, the others beside it;
+   each of the three drains once, unmeasured, before the rounds (JIT warm-up);
 4. the app runs live while the producer sends at half that rate, once per state layout
    of ``Options.live_layouts`` (state partitions x buckets, each fixed in a checkpoint)
    and trigger interval of ``Options.live_triggers``; a read_committed consumer in its
@@ -119,16 +120,13 @@ def run(bench: AppBench, options: Options) -> dict:
                     "population": list(bench.population)}
     with private_broker(name) as bootstrap:
         settings = bench_settings(bench, bootstrap, work, options.batch)
-        spec = bench.app.input_topic
-        topic = spec.qualified(settings.topic_prefix)
+        topic = bench_topic(bench, settings)
         preload(bench, settings, options.records)
         result["preloaded"] = topic_end(bootstrap, topic)
         result["raw_consumer"] = raw_read_rate(bootstrap, topic)
         # The app's workers start with its modules, as the runner's do (shared/cli/main.py).
         spark = build_session(settings, f"bench-{name}", preload=worker_modules(bench.app))
-        # One unmeasured bare drain first: the first query in a JVM runs cold (JIT), and a
-        # cold bare pipeline, the denominator of every ratio, would flatter the apps.
-        run_to_end(bare_pipeline(spark, settings, spec, str(work / "checkpoints" / "warm-up")))
+        result["warm_up"] = warm_up(bench, spark, settings, work)
         rounds = [drain_round(bench, spark, settings, work, i, options)
                   for i in range(options.rounds)]
         chosen = rounds[median_round([r.app_vs_bare for r in rounds])]
@@ -199,24 +197,50 @@ class Round:
                                           / self.bare.records_per_s, 3)}
 
 
+def warm_up(bench: AppBench, spark, settings, work: Path) -> dict:
+    """One unmeasured drain of each pipeline before the rounds; their rates, kept beside.
+
+    The JVM compiles the code a query runs the first few times it runs it, and a drain
+    is a few batches: the second-tier compiler (C2) still took 5-7 s of CPU in the third
+    app drain of one JVM, compiling 500 methods it had not compiled before (`-XX:+Print`
+    `Compilation`), and successive app drains in one JVM ran 38k, 47k, then 55k records/s.
+    A pipeline measured colder than the others would be flattered or wronged by it; an
+    app deployed for hours runs warm."""
+    folder = work / "checkpoints" / "warm-up"
+    bare, platform = bare_and_platform(bench, spark, settings, folder)
+    app = drain_rate(drain(spark, bench.app, dataclasses.replace(
+        settings, checkpoint_dir=str(folder / "app"))), bench_topic(bench, settings))
+    return {"bare": round(bare.records_per_s), "platform": round(platform.records_per_s),
+            "app": round(app.records_per_s)}
+
+
+def bare_and_platform(bench: AppBench, spark, settings, folder: Path
+                      ) -> tuple[DrainRate, DrainRate]:
+    """The bare pipeline's and the platform step's drains, checkpoints under ``folder``."""
+    topic = bench_topic(bench, settings)
+    bare = drain_rate(run_to_end(bare_pipeline(
+        spark, settings, bench.app.input_topic, str(folder / "bare"))), topic)
+    platform = drain_rate(drain(spark, without_operator(bench.app), dataclasses.replace(
+        settings, checkpoint_dir=str(folder / "platform"))), topic)
+    return bare, platform
+
+
+def bench_topic(bench: AppBench, settings) -> str:
+    return bench.app.input_topic.qualified(settings.topic_prefix)
+
+
 def drain_round(bench: AppBench, spark, settings, work: Path, index: int,
                 options: Options) -> Round:
     """Bare, platform, then the app: round 0 under every drain layout, later rounds under
     the first (each drain on a new checkpoint)."""
-    def checkpoint(step: str) -> str:
-        return str(work / "checkpoints" / f"round-{index}" / step)
-
-    spec = bench.app.input_topic
-    topic = spec.qualified(settings.topic_prefix)
-    bare = drain_rate(run_to_end(bare_pipeline(spark, settings, spec, checkpoint("bare"))),
-                      topic)
-    platform = drain_rate(drain(spark, without_operator(bench.app), dataclasses.replace(
-        settings, checkpoint_dir=checkpoint("platform"))), topic)
+    folder = work / "checkpoints" / f"round-{index}"
+    topic = bench_topic(bench, settings)
+    bare, platform = bare_and_platform(bench, spark, settings, folder)
     layouts = options.drain_layouts if index == 0 else options.drain_layouts[:1]
     drains = []
     for i, layout in enumerate(layouts):
         drained = drain(spark, bench.app, laid_out(dataclasses.replace(
-            settings, checkpoint_dir=checkpoint(f"drain-{i}")), layout))
+            settings, checkpoint_dir=str(folder / f"drain-{i}")), layout))
         drains.append((layout, drained, drain_rate(drained, topic)))
     measured = Round(bare, platform, drains)
     print(f"{bench.app.name} round {index}: bare {bare.records_per_s:,.0f}/s, platform "
