@@ -201,9 +201,10 @@ def warm_up(bench: AppBench, spark, settings, work: Path) -> dict:
     """One unmeasured drain of each pipeline before the rounds; their rates, kept beside.
 
     The JVM compiles the code a query runs the first few times it runs it, and a drain
-    is a few batches: the second-tier compiler (C2) still took 5-7 s of CPU in the third
-    app drain of one JVM, compiling 500 methods it had not compiled before (`-XX:+Print`
-    `Compilation`), and successive app drains in one JVM ran 38k, 47k, then 55k records/s.
+    is a few batches: the second-tier compiler (C2) still took 4.5-6.6 s of CPU in the
+    third app drain of one JVM, about 450 of its 500 compilations methods it had not
+    compiled before (`-XX:+PrintCompilation`), and successive app drains in one JVM ran
+    38k, 47k, then 55k records/s.
     A pipeline measured colder than the others would be flattered or wronged by it; an
     app deployed for hours runs warm."""
     folder = work / "checkpoints" / "warm-up"
