@@ -204,13 +204,11 @@ def warm_up(bench: AppBench, spark, settings, work: Path) -> dict:
     is a few batches: the second-tier compiler (C2) still took 4.5-6.6 s of CPU in the
     third app drain of one JVM, about 450 of its 500 compilations methods it had not
     compiled before (`-XX:+PrintCompilation`), and successive app drains in one JVM ran
-    38k, 47k, then 55k records/s.
-    A pipeline measured colder than the others would be flattered or wronged by it; an
-    app deployed for hours runs warm."""
+    38k, 47k, then 55k records/s. A pipeline measured colder than the others would be
+    flattered or wronged by it; an app deployed for hours runs warm."""
     folder = work / "checkpoints" / "warm-up"
     bare, platform = bare_and_platform(bench, spark, settings, folder)
-    app = drain_rate(drain(spark, bench.app, dataclasses.replace(
-        settings, checkpoint_dir=str(folder / "app"))), bench_topic(bench, settings))
+    _, app = app_drain(bench, spark, settings, folder / "app")
     return {"bare": round(bare.records_per_s), "platform": round(platform.records_per_s),
             "app": round(app.records_per_s)}
 
@@ -226,6 +224,15 @@ def bare_and_platform(bench: AppBench, spark, settings, folder: Path
     return bare, platform
 
 
+def app_drain(bench: AppBench, spark, settings, checkpoint: Path,
+              layout: Layout | None = None) -> tuple[list[dict], DrainRate]:
+    """The app's drain of the preloaded topic under ``layout`` (None: the settings'):
+    its batches' progress and its rate."""
+    drained = drain(spark, bench.app, laid_out(dataclasses.replace(
+        settings, checkpoint_dir=str(checkpoint)), layout))
+    return drained, drain_rate(drained, bench_topic(bench, settings))
+
+
 def bench_topic(bench: AppBench, settings) -> str:
     return bench.app.input_topic.qualified(settings.topic_prefix)
 
@@ -235,14 +242,10 @@ def drain_round(bench: AppBench, spark, settings, work: Path, index: int,
     """Bare, platform, then the app: round 0 under every drain layout, later rounds under
     the first (each drain on a new checkpoint)."""
     folder = work / "checkpoints" / f"round-{index}"
-    topic = bench_topic(bench, settings)
     bare, platform = bare_and_platform(bench, spark, settings, folder)
     layouts = options.drain_layouts if index == 0 else options.drain_layouts[:1]
-    drains = []
-    for i, layout in enumerate(layouts):
-        drained = drain(spark, bench.app, laid_out(dataclasses.replace(
-            settings, checkpoint_dir=str(folder / f"drain-{i}")), layout))
-        drains.append((layout, drained, drain_rate(drained, topic)))
+    drains = [(layout, *app_drain(bench, spark, settings, folder / f"drain-{i}", layout))
+              for i, layout in enumerate(layouts)]
     measured = Round(bare, platform, drains)
     print(f"{bench.app.name} round {index}: bare {bare.records_per_s:,.0f}/s, platform "
           f"{platform.records_per_s:,.0f}/s, app {measured.app.records_per_s:,.0f}/s",
