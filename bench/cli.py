@@ -24,7 +24,7 @@ def main_for(bench: AppBench, argv: list[str] | None = None) -> int:
                         help="state layouts to drain with, e.g. 'default,2x8': the first is "
                              "the reported rate, live rates are fractions of the fastest")
     parser.add_argument("--rounds", type=int, default=Options.rounds,
-                        help="rounds of bare, platform and app drains: the median round's "
+                        help="rounds of the stack's drains and the app's: the median round's "
                              "app / bare is reported, every round is kept")
     parser.add_argument("--quick", action="store_true",
                         help="300k records, one round, 20 s live at half rate")

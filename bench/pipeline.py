@@ -6,9 +6,10 @@
    and the bare pipeline (Kafka -> parsed rows -> noop sink);
 3. the app drains the same topic (``availableNow``, ``maxOffsetsPerTrigger``): its
    sustained rate, with Spark's own per-batch breakdown as a profile; the bare pipeline,
-   the platform step and the app drain again in ``Options.rounds`` rounds, and the
+   Spark's Python operator alone (bench/operator_floor.py), the platform step and the app
+   drain again in ``Options.rounds`` rounds, and the
    round with the median app / bare ratio is the one reported, the others beside it;
-   each of the three drains once, unmeasured, before the rounds (JIT warm-up);
+   each of them drains once, unmeasured, before the rounds (JIT warm-up);
 4. the app runs live while the producer sends at half that rate, once per state layout
    of ``Options.live_layouts`` (state partitions x buckets, each fixed in a checkpoint)
    and trigger interval of ``Options.live_triggers``; a read_committed consumer in its
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
+from bench.operator_floor import python_operator_floor
 from bench.stack import (
     WORK,
     DrainRate,
@@ -86,7 +88,7 @@ class Options:
     # first is the one every round repeats and the app's reported rate (None: the app's
     # settings); live runs send at fractions of that rate or of a faster layout's.
     drain_layouts: tuple[Layout | None, ...] = (None,)
-    # Rounds of bare, platform and app drains (the first drain layout), one after the
+    # Rounds of the stack's drains and the app's (the first drain layout), one after the
     # other in the same JVM: on this shared machine one round's app / bare moves by 0.1
     # between rounds, so the round with the median ratio is reported and all are kept.
     rounds: int = 3
@@ -133,6 +135,7 @@ def run(bench: AppBench, options: Options) -> dict:
         bare, platform, (_, progress, app) = chosen.bare, chosen.platform, chosen.drains[0]
         drains = rounds[0].drains
         result |= {"bare_pipeline": bare.as_dict(), "platform": platform.as_dict(),
+                   "python_operator": chosen.operator.as_dict(),
                    f"{name}_app": app.as_dict(),
                    "app_vs_bare": chosen.app_vs_bare,
                    "app_vs_raw": round(app.records_per_s
@@ -172,10 +175,12 @@ def run(bench: AppBench, options: Options) -> dict:
 
 @dataclass(frozen=True)
 class Round:
-    """One round of drains of the same topic: the bare pipeline, the platform step, the
-    app under each drain layout of the round (only the first after round 0)."""
+    """One round of drains of the same topic: the bare pipeline, Spark's Python operator
+    alone, the platform step, the app under each drain layout of the round (only the
+    first after round 0)."""
 
     bare: DrainRate
+    operator: DrainRate
     platform: DrainRate
     drains: list[tuple[Layout | None, list[dict], DrainRate]]  # (layout, progress, rate)
 
@@ -190,11 +195,15 @@ class Round:
 
     def as_dict(self) -> dict:
         return {"bare": round(self.bare.records_per_s),
+                "python_operator": round(self.operator.records_per_s),
                 "platform": round(self.platform.records_per_s),
                 "app": round(self.app.records_per_s),
                 "app_vs_bare": self.app_vs_bare,
-                "platform_vs_bare": round(self.platform.records_per_s
-                                          / self.bare.records_per_s, 3)}
+                "python_operator_vs_bare": self._vs_bare(self.operator),
+                "platform_vs_bare": self._vs_bare(self.platform)}
+
+    def _vs_bare(self, drained: DrainRate) -> float:
+        return round(drained.records_per_s / self.bare.records_per_s, 3)
 
 
 def warm_up(bench: AppBench, spark, settings, work: Path) -> dict:
@@ -207,21 +216,26 @@ def warm_up(bench: AppBench, spark, settings, work: Path) -> dict:
     38k, 47k, then 55k records/s. A pipeline measured colder than the others would be
     flattered or wronged by it; an app deployed for hours runs warm."""
     folder = work / "checkpoints" / "warm-up"
-    bare, platform = bare_and_platform(bench, spark, settings, folder)
+    bare, operator, platform = stack_drains(bench, spark, settings, folder)
     _, app = app_drain(bench, spark, settings, folder / "app")
-    return {"bare": round(bare.records_per_s), "platform": round(platform.records_per_s),
-            "app": round(app.records_per_s)}
+    return {"bare": round(bare.records_per_s), "python_operator": round(operator.records_per_s),
+            "platform": round(platform.records_per_s), "app": round(app.records_per_s)}
 
 
-def bare_and_platform(bench: AppBench, spark, settings, folder: Path
-                      ) -> tuple[DrainRate, DrainRate]:
-    """The bare pipeline's and the platform step's drains, checkpoints under ``folder``."""
-    topic = bench_topic(bench, settings)
-    bare = drain_rate(run_to_end(bare_pipeline(
-        spark, settings, bench.app.input_topic, str(folder / "bare"))), topic)
+def stack_drains(bench: AppBench, spark, settings, folder: Path
+                 ) -> tuple[DrainRate, DrainRate, DrainRate]:
+    """The drains that measure the stack under the app, checkpoints under ``folder``: the
+    bare pipeline, Spark's Python operator alone on the app's records, the platform
+    step."""
+    topic, spec, keyed = bench_topic(bench, settings), bench.app.input_topic, bench.app.keyed
+    bare = drain_rate(run_to_end(bare_pipeline(spark, settings, spec, str(folder / "bare"))),
+                      topic)
+    operator = drain_rate(run_to_end(python_operator_floor(
+        spark, settings, spec, keyed.input_columns, keyed.processor(settings).spec.key_columns,
+        keyed.buckets(settings), str(folder / "python-operator"))), topic)
     platform = drain_rate(drain(spark, without_operator(bench.app), dataclasses.replace(
         settings, checkpoint_dir=str(folder / "platform"))), topic)
-    return bare, platform
+    return bare, operator, platform
 
 
 def app_drain(bench: AppBench, spark, settings, checkpoint: Path,
@@ -239,15 +253,16 @@ def bench_topic(bench: AppBench, settings) -> str:
 
 def drain_round(bench: AppBench, spark, settings, work: Path, index: int,
                 options: Options) -> Round:
-    """Bare, platform, then the app: round 0 under every drain layout, later rounds under
-    the first (each drain on a new checkpoint)."""
+    """The stack's drains, then the app: round 0 under every drain layout, later rounds
+    under the first (each drain on a new checkpoint)."""
     folder = work / "checkpoints" / f"round-{index}"
-    bare, platform = bare_and_platform(bench, spark, settings, folder)
+    bare, operator, platform = stack_drains(bench, spark, settings, folder)
     layouts = options.drain_layouts if index == 0 else options.drain_layouts[:1]
     drains = [(layout, *app_drain(bench, spark, settings, folder / f"drain-{i}", layout))
               for i, layout in enumerate(layouts)]
-    measured = Round(bare, platform, drains)
-    print(f"{bench.app.name} round {index}: bare {bare.records_per_s:,.0f}/s, platform "
+    measured = Round(bare, operator, platform, drains)
+    print(f"{bench.app.name} round {index}: bare {bare.records_per_s:,.0f}/s, Python "
+          f"operator {operator.records_per_s:,.0f}/s, platform "
           f"{platform.records_per_s:,.0f}/s, app {measured.app.records_per_s:,.0f}/s",
           flush=True)
     return measured

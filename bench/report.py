@@ -44,6 +44,23 @@ def pipeline_rows() -> list[str]:
     return rows
 
 
+def stack_rows() -> list[str]:
+    """Where the app's rate goes in the reported round: the bare pipeline, Spark's Python
+    operator alone, the platform around an idle processor, the app (results that
+    measured the operator alone)."""
+    rows = ["| app | bare pipeline | Spark's Python operator alone | platform around an idle"
+            " processor | app |", "|---|---|---|---|---|"]
+    for app, r in _pipeline_results():
+        if "python_operator" not in r:
+            continue
+        bare = r["bare_pipeline"]["records_per_s"]
+        steps = (r["python_operator"], r["platform"], r[f"{app}_app"])
+        rows.append(f"| {app} | {bare:,}/s | " + " | ".join(
+            f"{s['records_per_s']:,}/s ({round(s['records_per_s'] / bare, 3)})"
+            for s in steps) + " |")
+    return rows if len(rows) > 2 else []
+
+
 def drain_layout_rows() -> list[str]:
     """The app's drain under each state layout it was run with (results that have any)."""
     rows = ["| app | state partitions x buckets | records/s | app / bare |", "|---|---|---|---|"]
@@ -190,6 +207,12 @@ def peers_rows() -> list[str]:
 def render() -> str:
     parts = ["### Apps on the real stack (`python -m bench.<app>_pipeline`)", "",
              *pipeline_rows(), "",
+             *(["Where the rate goes, in the same round (records/s, and / bare): Spark's "
+                "Python operator alone is the app's records grouped into its buckets "
+                "through `transformWithStateInPandas` with a processor that reads them and "
+                "keeps nothing (bench/operator_floor.py); the platform adds the gate, the "
+                "shared layer and the exactly-once sink around an idle processor; the app "
+                "adds its logic and state:", "", *stack_rows(), ""] if stack_rows() else []),
              *(["The app's drain under each state layout it ran with, in the first round "
                 "against that round's bare pipeline (live rates are fractions of the "
                 "reported rate or of a faster layout's):", "",

@@ -17,3 +17,17 @@ def test_the_table_gives_every_rounds_range_and_count():
     assert _spread({"rounds": rounds}) == " (0.31-0.45, 3 rounds)"
     assert _spread({"rounds": rounds[:1]}) == ""
     assert _spread({}) == ""  # results from before rounds were run
+
+
+def test_the_stack_table_splits_the_gap_in_the_reported_round(monkeypatch):
+    import bench.report as report
+
+    measured = {"bare_pipeline": {"records_per_s": 200_000},
+                "python_operator": {"records_per_s": 180_000},
+                "platform": {"records_per_s": 120_000},
+                "fraud_app": {"records_per_s": 60_000}}
+    monkeypatch.setattr(report, "_pipeline_results",
+                        lambda: [("fraud", measured), ("iot", {"bare_pipeline": {}})])
+    rows = report.stack_rows()
+    assert rows[2:] == ["| fraud | 200,000/s | 180,000/s (0.9) | 120,000/s (0.6) | "
+                        "60,000/s (0.3) |"]  # iot's results predate the step: no row
