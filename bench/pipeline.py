@@ -134,8 +134,9 @@ def run(bench: AppBench, options: Options) -> dict:
         chosen = rounds[median_round([r.app_vs_bare for r in rounds])]
         bare, platform, (_, progress, app) = chosen.bare, chosen.platform, chosen.drains[0]
         drains = rounds[0].drains
+        if chosen.operator is not None:
+            result["python_operator"] = chosen.operator.as_dict()
         result |= {"bare_pipeline": bare.as_dict(), "platform": platform.as_dict(),
-                   "python_operator": chosen.operator.as_dict(),
                    f"{name}_app": app.as_dict(),
                    "app_vs_bare": chosen.app_vs_bare,
                    "app_vs_raw": round(app.records_per_s
@@ -180,7 +181,7 @@ class Round:
     first after round 0)."""
 
     bare: DrainRate
-    operator: DrainRate
+    operator: DrainRate | None  # None for an app without a keyed operator
     platform: DrainRate
     drains: list[tuple[Layout | None, list[dict], DrainRate]]  # (layout, progress, rate)
 
@@ -194,12 +195,13 @@ class Round:
         return round(self.app.records_per_s / self.bare.records_per_s, 3)
 
     def as_dict(self) -> dict:
-        return {"bare": round(self.bare.records_per_s),
-                "python_operator": round(self.operator.records_per_s),
+        operator = {} if self.operator is None else {
+            "python_operator": round(self.operator.records_per_s),
+            "python_operator_vs_bare": self._vs_bare(self.operator)}
+        return {"bare": round(self.bare.records_per_s), **operator,
                 "platform": round(self.platform.records_per_s),
                 "app": round(self.app.records_per_s),
                 "app_vs_bare": self.app_vs_bare,
-                "python_operator_vs_bare": self._vs_bare(self.operator),
                 "platform_vs_bare": self._vs_bare(self.platform)}
 
     def _vs_bare(self, drained: DrainRate) -> float:
@@ -218,19 +220,20 @@ def warm_up(bench: AppBench, spark, settings, work: Path) -> dict:
     folder = work / "checkpoints" / "warm-up"
     bare, operator, platform = stack_drains(bench, spark, settings, folder)
     _, app = app_drain(bench, spark, settings, folder / "app")
-    return {"bare": round(bare.records_per_s), "python_operator": round(operator.records_per_s),
+    return {"bare": round(bare.records_per_s),
+            **({} if operator is None else {"python_operator": round(operator.records_per_s)}),
             "platform": round(platform.records_per_s), "app": round(app.records_per_s)}
 
 
 def stack_drains(bench: AppBench, spark, settings, folder: Path
-                 ) -> tuple[DrainRate, DrainRate, DrainRate]:
+                 ) -> tuple[DrainRate, DrainRate | None, DrainRate]:
     """The drains that measure the stack under the app, checkpoints under ``folder``: the
-    bare pipeline, Spark's Python operator alone on the app's records, the platform
-    step."""
+    bare pipeline, Spark's Python operator alone on the app's records (a keyed app's;
+    None for an app with a builder), the platform step."""
     topic, spec, keyed = bench_topic(bench, settings), bench.app.input_topic, bench.app.keyed
     bare = drain_rate(run_to_end(bare_pipeline(spark, settings, spec, str(folder / "bare"))),
                       topic)
-    operator = drain_rate(run_to_end(python_operator_floor(
+    operator = None if keyed is None else drain_rate(run_to_end(python_operator_floor(
         spark, settings, spec, keyed.input_columns, keyed.processor(settings).spec.key_columns,
         keyed.buckets(settings), str(folder / "python-operator"))), topic)
     platform = drain_rate(drain(spark, without_operator(bench.app), dataclasses.replace(
@@ -261,9 +264,9 @@ def drain_round(bench: AppBench, spark, settings, work: Path, index: int,
     drains = [(layout, *app_drain(bench, spark, settings, folder / f"drain-{i}", layout))
               for i, layout in enumerate(layouts)]
     measured = Round(bare, operator, platform, drains)
-    print(f"{bench.app.name} round {index}: bare {bare.records_per_s:,.0f}/s, Python "
-          f"operator {operator.records_per_s:,.0f}/s, platform "
-          f"{platform.records_per_s:,.0f}/s, app {measured.app.records_per_s:,.0f}/s",
+    alone = "" if operator is None else f"Python operator {operator.records_per_s:,.0f}/s, "
+    print(f"{bench.app.name} round {index}: bare {bare.records_per_s:,.0f}/s, {alone}"
+          f"platform {platform.records_per_s:,.0f}/s, app {measured.app.records_per_s:,.0f}/s",
           flush=True)
     return measured
 

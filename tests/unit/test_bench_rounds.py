@@ -31,3 +31,17 @@ def test_the_stack_table_splits_the_gap_in_the_reported_round(monkeypatch):
     rows = report.stack_rows()
     assert rows[2:] == ["| fraud | 200,000/s | 180,000/s (0.9) | 120,000/s (0.6) | "
                         "60,000/s (0.3) |"]  # iot's results predate the step: no row
+
+
+def test_a_round_of_an_app_without_a_keyed_operator_has_no_operator_figures():
+    from bench.pipeline import Round
+    from bench.stack import DrainRate
+
+    def rate(per_s):
+        return DrainRate(per_s, 1.0, [])
+
+    measured = Round(rate(200), None, rate(120), [(None, [], rate(60))])
+    assert measured.as_dict() == {"bare": 200, "platform": 120, "app": 60,
+                                  "app_vs_bare": 0.3, "platform_vs_bare": 0.6}
+    keyed = Round(rate(200), rate(180), rate(120), [(None, [], rate(60))]).as_dict()
+    assert keyed["python_operator"] == 180 and keyed["python_operator_vs_bare"] == 0.9
