@@ -7,8 +7,8 @@
 3. the app drains the same topic (``availableNow``, ``maxOffsetsPerTrigger``): its
    sustained rate, with Spark's own per-batch breakdown as a profile; the bare pipeline,
    Spark's Python operator alone (bench/operator_floor.py), the platform step and the app
-   drain again in ``Options.rounds`` rounds, and the
-   round with the median app / bare ratio is the one reported, the others beside it;
+   drain again in ``Options.rounds`` rounds, and the round with the median app / bare
+   ratio is the one reported, the others beside it;
    each of them drains once, unmeasured, before the rounds (JIT warm-up);
 4. the app runs live while the producer sends at half that rate, once per state layout
    of ``Options.live_layouts`` (state partitions x buckets, each fixed in a checkpoint)
@@ -195,17 +195,17 @@ class Round:
         return round(self.app.records_per_s / self.bare.records_per_s, 3)
 
     def as_dict(self) -> dict:
-        operator = {} if self.operator is None else {
-            "python_operator": round(self.operator.records_per_s),
-            "python_operator_vs_bare": self._vs_bare(self.operator)}
-        return {"bare": round(self.bare.records_per_s), **operator,
-                "platform": round(self.platform.records_per_s),
-                "app": round(self.app.records_per_s),
+        steps = {"python_operator": self.operator, "platform": self.platform}
+        return {**_rates(bare=self.bare, **steps, app=self.app),
                 "app_vs_bare": self.app_vs_bare,
-                "platform_vs_bare": self._vs_bare(self.platform)}
+                **{f"{name}_vs_bare": round(drained.records_per_s / self.bare.records_per_s, 3)
+                   for name, drained in steps.items() if drained is not None}}
 
-    def _vs_bare(self, drained: DrainRate) -> float:
-        return round(drained.records_per_s / self.bare.records_per_s, 3)
+
+def _rates(**drained: DrainRate | None) -> dict:
+    """Each drain's records/s, rounded, by name; a drain not made (None) left out."""
+    return {name: round(rate.records_per_s) for name, rate in drained.items()
+            if rate is not None}
 
 
 def warm_up(bench: AppBench, spark, settings, work: Path) -> dict:
@@ -220,9 +220,7 @@ def warm_up(bench: AppBench, spark, settings, work: Path) -> dict:
     folder = work / "checkpoints" / "warm-up"
     bare, operator, platform = stack_drains(bench, spark, settings, folder)
     _, app = app_drain(bench, spark, settings, folder / "app")
-    return {"bare": round(bare.records_per_s),
-            **({} if operator is None else {"python_operator": round(operator.records_per_s)}),
-            "platform": round(platform.records_per_s), "app": round(app.records_per_s)}
+    return _rates(bare=bare, python_operator=operator, platform=platform, app=app)
 
 
 def stack_drains(bench: AppBench, spark, settings, folder: Path

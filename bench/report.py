@@ -204,19 +204,25 @@ def peers_rows() -> list[str]:
             *markdown(r).splitlines()]
 
 
+def _captioned(caption: str, rows: list[str]) -> list[str]:
+    """A table with its caption and the blank lines around it, or nothing without rows."""
+    return [caption, "", *rows, ""] if rows else []
+
+
 def render() -> str:
     parts = ["### Apps on the real stack (`python -m bench.<app>_pipeline`)", "",
              *pipeline_rows(), "",
-             *(["Where the rate goes, in the same round (records/s, and / bare): Spark's "
-                "Python operator alone is the app's records grouped into its buckets "
-                "through `transformWithStateInPandas` with a processor that reads them and "
-                "keeps nothing (bench/operator_floor.py); the platform adds the gate, the "
-                "shared layer and the exactly-once sink around an idle processor; the app "
-                "adds its logic and state:", "", *stack_rows(), ""] if stack_rows() else []),
-             *(["The app's drain under each state layout it ran with, in the first round "
-                "against that round's bare pipeline (live rates are fractions of the "
-                "reported rate or of a faster layout's):", "",
-                *drain_layout_rows(), ""] if drain_layout_rows() else []),
+             *_captioned("Where the rate goes, in the same round (records/s, and / bare): "
+                         "Spark's Python operator alone is the app's records grouped into "
+                         "its buckets through `transformWithStateInPandas` with a processor "
+                         "that reads them and keeps nothing (bench/operator_floor.py); the "
+                         "platform adds the gate, the shared layer and the exactly-once sink "
+                         "around an idle processor; the app adds its logic and state:",
+                         stack_rows()),
+             *_captioned("The app's drain under each state layout it ran with, in the first "
+                         "round against that round's bare pipeline (live rates are fractions "
+                         "of the reported rate or of a faster layout's):",
+                         drain_layout_rows()),
              "End-to-end latency (producer timestamp to visible to a read_committed "
              "consumer) while the producer sends at fractions of the drained rate:", "",
              *latency_rows(), "",
