@@ -8,6 +8,7 @@ ready in ~15 ms with these, against 55 ms, or 505 ms in a third of cases, withou
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 
@@ -130,6 +131,36 @@ def retrying(call, attempts: int = 30, pause_s: float = 1.0):
             log.info("retrying after %s", error.args[0].str())
             time.sleep(pause_s)
     raise AssertionError("unreachable")
+
+
+class CallHung(RuntimeError):
+    """A librdkafka call still blocked well past its own timeout. Its client is left to
+    it: touching the client again (an abort, a close) would wait on the same call."""
+
+
+def within(call, timeout_s: float, what: str):
+    """``call()``'s result (or its exception), waiting ``timeout_s`` at most, else
+    CallHung. Some librdkafka calls can block past their own timeout:
+    send_offsets_to_transaction's coordinator request is never timed out
+    (confluentinc/librdkafka#5456, open), and a cached writer's hung a CI run's batch until
+    the sink's batch timeout (300 s). The call runs in a daemon thread that is left
+    behind if it hangs (a worker process exits without waiting for it)."""
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name=f"statewise-{what}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise CallHung(f"{what} still blocked after {timeout_s:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def abort_quietly(producer, error: KafkaException) -> None:

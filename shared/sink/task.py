@@ -25,6 +25,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from shared.runtime.checkpoint_check import OutputMismatch
 from shared.runtime.fault_plan import FaultPlan
 from shared.sink.kafka import (
+    CallHung,
     abort_quietly,
     await_learned_broker,
     hidden_refusal,
@@ -34,6 +35,7 @@ from shared.sink.kafka import (
     retrying,
     source_consumer,
     timed_out,
+    within,
 )
 from shared.sink.ledger import NO_IDENTITY, BatchIdentity
 from shared.sink.refetch import SourceReader, refilled
@@ -48,6 +50,10 @@ _STATS_ARROW = pa.schema([("partition", pa.int32()), ("outcome", pa.string()),
                           ("records", pa.int64()), ("txn_ms", pa.float64()),
                           ("producers_started", pa.int32()), ("side", SIDE_ARROW)])
 MAX_CACHED_WRITERS = 64  # per Python worker: the writer idle longest is closed first
+OFFSETS_TIMEOUT_S = 30.0  # send_offsets_to_transaction's own timeout
+# How long past its own timeout a call may block before its writer is given up for a new
+# one (kafka.within): longer than librdkafka's retries take, far below the batch timeout.
+HUNG_GRACE_S = 15.0
 # Set by a plan whose partitions are deterministic already: the writer of each envelope,
 # equal for every row of a partition (shared/runtime/pipeline.py's single path: a state
 # partition's index, or a Kafka partition's for records read straight from the source).
@@ -184,10 +190,12 @@ class LogicalWriter:
         before any record is sent. Returns the marker the commit will make."""
         marker = self.committed.after(batch_id, digest)
         self.producer.begin_transaction()
-        self.producer.send_offsets_to_transaction(
-            [TopicPartition(self.config.marker_topic, 0, marker.offset,
-                            metadata=marker.metadata())],
-            self.marker.consumer_group_metadata(), 30)
+        offsets = [TopicPartition(self.config.marker_topic, 0, marker.offset,
+                                  metadata=marker.metadata())]
+        group = self.marker.consumer_group_metadata()
+        within(lambda: self.producer.send_offsets_to_transaction(offsets, group,
+                                                                 OFFSETS_TIMEOUT_S),
+               OFFSETS_TIMEOUT_S + HUNG_GRACE_S, "send_offsets_to_transaction")
         return marker
 
     def close(self) -> None:
@@ -220,7 +228,9 @@ class WriterCache:
         return writer
 
     def drop(self, writer: LogicalWriter) -> None:
-        """Forget a writer whose producer failed fatally (fenced): it cannot be reused."""
+        """Forget a writer whose producer failed fatally (fenced) or hung in a call: it
+        cannot be reused. Its producer is not touched (a hung call holds it); the next
+        producer with its transactional id fences it."""
         self.writers.pop((writer.config.sink_id, writer.partition), None)
         try:
             writer.marker.close()
@@ -285,6 +295,13 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
         try:
             marker = writer.begin(spec.batch_id, spec.identity.offsets_digest)
             break
+        except CallHung as hung:
+            # No record is sent yet: a new producer fences the stuck one (aborting the
+            # transaction it may have opened) and reads the marker again.
+            cache.drop(writer)
+            if attempt == 2:
+                raise
+            log.warning("partition %d: %s; a new producer", partition, hung)
         except KafkaException as error:
             fatal = error.args[0].fatal()
             _fail(writer, error, cache)
@@ -293,7 +310,7 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
             # Fenced: another process took this transactional id over since this one
             # last used it, and may have written this batch. A new producer fences it.
             log.info("partition %d: %s; a new producer", partition, error.args[0].str())
-            writer = cache.get(spec.config, partition)
+        writer = cache.get(spec.config, partition)
     where = f"partition {partition}"
     side: Counter[tuple[str, str]] = Counter()
     try:

@@ -8,6 +8,8 @@ before it, as Kafka's transaction coordinator does.
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -15,8 +17,8 @@ from confluent_kafka import KafkaError, KafkaException
 from shared.runtime.checkpoint_check import OutputMismatch
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import KafkaConnection
-from shared.sink import SinkConfig, replay_skipped, skip_message, summarize
-from shared.sink.kafka import produce
+from shared.sink import SinkConfig, replay_skipped, skip_message, summarize, task
+from shared.sink.kafka import CallHung, produce, within
 from shared.sink.ledger import BatchIdentity
 from shared.sink.task import (
     EMPTY,
@@ -417,3 +419,55 @@ def _with_marker(offset: int, metadata: str | None) -> Clients:
     broker.markers[CONFIG.transactional_id(0)] = offset
     broker.metadata[CONFIG.transactional_id(0)] = metadata
     return Clients(broker)
+
+
+def test_a_send_offsets_call_hung_past_its_timeout_gets_a_new_producer(monkeypatch):
+    """librdkafka#5456: send_offsets_to_transaction may block past its timeout. The writer
+    is given up before any record is sent; a new producer fences the stuck one."""
+    monkeypatch.setattr(task, "OFFSETS_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(task, "HUNG_GRACE_S", 0.05)
+    broker = FakeBroker()
+    released = threading.Event()
+    clients = Clients(broker)
+    cache = WriterCache(clients)
+    write(spec(0), 0, Input(envelopes(1)), cache)
+    stuck = clients.made[0]
+    stuck.send_offsets_to_transaction = lambda *_args: released.wait(10)
+
+    result = write(spec(1), 0, Input(envelopes(2)), cache)
+    assert (result.outcome, result.records, result.producers_started) == (WRITTEN, 2, 1)
+    assert broker.markers[CONFIG.transactional_id(0)] == 2 and len(broker.records) == 3
+    assert list(cache.writers.values())[0].producer is clients.made[1]
+    released.set()  # the stuck call returns at last: its producer is fenced
+    with pytest.raises(KafkaException):
+        stuck.commit_transaction(1)
+
+
+def test_a_call_hung_twice_fails_the_task(monkeypatch):
+    monkeypatch.setattr(task, "OFFSETS_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(task, "HUNG_GRACE_S", 0.05)
+    released = threading.Event()
+
+    class AlwaysHung(Clients):
+        def __call__(self, config, partition):
+            producer, marker = super().__call__(config, partition)
+            producer.send_offsets_to_transaction = lambda *_args: released.wait(10)
+            return producer, marker
+
+    cache = WriterCache(AlwaysHung(FakeBroker()))
+    try:
+        with pytest.raises(CallHung, match="send_offsets_to_transaction"):
+            write(spec(0), 0, Input(envelopes(1)), cache)
+    finally:
+        released.set()
+    assert cache.writers == {}
+
+
+def test_within_returns_the_calls_value_or_raises_its_error():
+    assert within(lambda: 7, 5, "seven") == 7
+    with pytest.raises(KafkaException):
+        within(fenced_call, 5, "fenced")
+
+
+def fenced_call():
+    raise fenced()
