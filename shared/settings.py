@@ -241,8 +241,8 @@ class PlatformSettings:
         300.0, "STATEWISE_BATCH_TIMEOUT_S",
         "a micro-batch still writing after this many seconds is cancelled, which fails "
         "the query for the restart strategy (a writer stuck in a Kafka call cannot time "
-        "itself out); at half of it, a Python task still running prints its stacks to "
-        "the executor's log; 0 = never. Keep it above the longest batch a backlog makes")
+        "itself out); at half of it, a writer still at work prints its stacks to the "
+        "executor's log; 0 = never. Keep it above the longest batch a backlog makes")
     quality_interval_s: float = setting(
         300.0, "STATEWISE_QUALITY_INTERVAL_S",
         "seconds between full great-expectations validations of a sample (0 = off)")

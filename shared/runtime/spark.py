@@ -112,18 +112,6 @@ def worker_conf(settings: PlatformSettings, preload: Sequence[str] = ()) -> dict
     return conf
 
 
-def stuck_task_conf(settings: PlatformSettings) -> dict[str, str]:
-    """A Python task still running at half the sink's batch timeout prints every thread's
-    stack to its worker's stderr (the executor's log), and again each half: a batch
-    cancelled at the timeout then shows where it was stuck, which its cancellation
-    does not (a librdkafka call blocked past its own timeout, say). None without a
-    timeout."""
-    if settings.batch_timeout_s <= 0:
-        return {}
-    interval = max(1, int(settings.batch_timeout_s // 2))
-    return {"spark.python.worker.tracebackDumpIntervalSeconds": str(interval)}
-
-
 def session_conf(settings: PlatformSettings, app_name: str,
                  preload: Sequence[str] = ()) -> dict[str, str]:
     """Every Spark setting Statewise uses, as one plain mapping (printable, testable).
@@ -175,7 +163,6 @@ def session_conf(settings: PlatformSettings, app_name: str,
         if settings.driver_jit == "quick":
             conf["spark.driver.extraJavaOptions"] += f" {QUICK_JIT}"
     conf.update(worker_conf(settings, preload))
-    conf.update(stuck_task_conf(settings))
     # The code archive and the executors' Python (shared/runtime/deploy.py).
     conf.update(cluster_conf(settings))
     return conf

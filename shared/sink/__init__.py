@@ -205,7 +205,8 @@ class ExactlyOnceKafkaSink:
         # On the driver: a fault that kills the driver needs its pid (and its JVM's).
         identity = NO_IDENTITY if self.ledger is None else self.ledger.identity(batch_id)
         check_markers_first(self.config, batch_id, identity)
-        spec = TaskSpec(self.config, batch_id, self.faults.for_executors(), identity)
+        spec = TaskSpec(self.config, batch_id, self.faults.for_executors(), identity,
+                        stacks_after_s=self.batch_timeout_s / 2)
 
         def write(batches):
             return write_partition(spec, batches)

@@ -146,17 +146,22 @@ def within(call, timeout_s: float, what: str):
     the sink's batch timeout (300 s). The call runs in a daemon thread that is left
     behind if it hangs (a worker process exits without waiting for it)."""
     outcome: dict = {}
+    given_up = threading.Event()
 
     def run() -> None:
         try:
             outcome["value"] = call()
         except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
             outcome["error"] = error
+        if given_up.is_set():  # nobody reads the outcome now: the log shows it
+            log.warning("%s returned after it was given up: %s", what,
+                        outcome.get("error", "no error"))
 
     thread = threading.Thread(target=run, name=f"statewise-{what}", daemon=True)
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
+        given_up.set()
         raise CallHung(f"{what} still blocked after {timeout_s:g} s")
     if "error" in outcome:
         raise outcome["error"]

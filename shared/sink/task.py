@@ -11,10 +11,12 @@ where a new writer costs its clients' connections and ``init_transactions``.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -79,6 +81,10 @@ class TaskSpec:
     batch_id: int
     faults: FaultPlan
     identity: BatchIdentity = NO_IDENTITY
+    # A writer still at work this long prints its threads' stacks to its worker's stderr
+    # (the executor's log), once: 0 = never. Half the batch timeout, so that a batch
+    # cancelled at the timeout shows where its writers were stuck.
+    stacks_after_s: float = 0.0
 
 
 def already_committed(batch_id: int, marker_offset: int) -> bool:
@@ -262,7 +268,8 @@ def write_partition(spec: TaskSpec, batches: Iterator[pa.RecordBatch],
         partition = _writer_of(first)
     rows = iter(()) if first is None else _chain(first, batches)
     try:
-        result = write(spec, partition, rows, _CACHE if cache is None else cache)
+        with _stacks_printed_after(spec.stacks_after_s):
+            result = write(spec, partition, rows, _CACHE if cache is None else cache)
     except KafkaException as error:
         # Spark shows the task's exception: one that names the missing ACL.
         topics = [] if first is None else first.column("topic").unique().to_pylist()
@@ -332,6 +339,22 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
     spec.faults.maybe_kill("sink.after_commit", spec.batch_id, where)
     return PartitionResult(partition, WRITTEN, records, txn_ms, cache.started - started_before,
                            tuple((stage, reason, n) for (stage, reason), n in sorted(side.items())))
+
+
+@contextmanager
+def _stacks_printed_after(seconds: float) -> Iterator[None]:
+    """Within the block, every thread's stack printed to stderr once ``seconds`` pass
+    (faulthandler's watchdog: it prints even while a thread is blocked in C). Not
+    Spark's ``spark.python.worker.tracebackDumpIntervalSeconds``: that one repeats for a
+    reused worker's whole life, idle or not."""
+    if seconds <= 0:
+        yield
+        return
+    faulthandler.dump_traceback_later(seconds, exit=False)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def _writer_of(first: pa.RecordBatch | None) -> int:

@@ -104,13 +104,3 @@ def test_a_backlog_is_read_in_batches_a_sink_transaction_can_hold() -> None:
     timeout_s = SinkConfig.__dataclass_fields__["transaction_timeout_ms"].default / 1000
     assert cap > 0 and cap / 5_000 < timeout_s
 
-
-def test_a_python_task_past_half_the_batch_timeout_prints_its_stacks():
-    """The sink cancels a batch at its timeout; the stacks printed before say where it
-    was stuck. Without a timeout nothing is printed."""
-    from shared.runtime.spark import session_conf
-
-    key = "spark.python.worker.tracebackDumpIntervalSeconds"
-    assert session_conf(load(PlatformSettings, [], {}), "t")[key] == "150"
-    off = load(PlatformSettings, [], {"STATEWISE_BATCH_TIMEOUT_S": "0"})
-    assert key not in session_conf(off, "t")

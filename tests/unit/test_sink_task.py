@@ -9,6 +9,7 @@ before it, as Kafka's transaction coordinator does.
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -438,9 +439,35 @@ def test_a_send_offsets_call_hung_past_its_timeout_gets_a_new_producer(monkeypat
     assert (result.outcome, result.records, result.producers_started) == (WRITTEN, 2, 1)
     assert broker.markers[CONFIG.transactional_id(0)] == 2 and len(broker.records) == 3
     assert list(cache.writers.values())[0].producer is clients.made[1]
+    assert stuck.in_txn and not stuck.pending  # left alone: not aborted, nothing sent
     released.set()  # the stuck call returns at last: its producer is fenced
     with pytest.raises(KafkaException):
         stuck.commit_transaction(1)
+
+
+def test_a_call_that_returns_after_it_was_given_up_is_logged(caplog):
+    released = threading.Event()
+    with pytest.raises(CallHung):
+        within(lambda: released.wait(10), 0.05, "slow_call")
+    with caplog.at_level("WARNING", logger="shared.sink.kafka"):
+        released.set()
+        deadline = time.monotonic() + 5
+        while "slow_call returned after it was given up" not in caplog.text:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+
+def test_a_writer_task_past_its_time_prints_its_stacks_once(capfd):
+    """The sink cancels a batch at its timeout; the stacks printed at half of it say
+    where its writers were stuck (faulthandler writes to the process's stderr)."""
+    with task._stacks_printed_after(0.05):
+        time.sleep(0.3)
+    with task._stacks_printed_after(0.05):
+        pass  # cancelled on leaving: nothing more is printed
+    time.sleep(0.2)
+    printed = capfd.readouterr().err
+    assert printed.count("Timeout (0:00:00.050000)!") == 1
+    assert "test_a_writer_task_past_its_time_prints_its_stacks_once" in printed
 
 
 def test_a_call_hung_twice_fails_the_task(monkeypatch):
