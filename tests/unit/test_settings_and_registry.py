@@ -103,4 +103,3 @@ def test_a_backlog_is_read_in_batches_a_sink_transaction_can_hold() -> None:
     cap = PlatformSettings().max_offsets_per_trigger
     timeout_s = SinkConfig.__dataclass_fields__["transaction_timeout_ms"].default / 1000
     assert cap > 0 and cap / 5_000 < timeout_s
-

@@ -422,13 +422,21 @@ def _with_marker(offset: int, metadata: str | None) -> Clients:
     return Clients(broker)
 
 
-def test_a_send_offsets_call_hung_past_its_timeout_gets_a_new_producer(monkeypatch):
-    """librdkafka#5456: send_offsets_to_transaction may block past its timeout. The writer
-    is given up before any record is sent; a new producer fences the stuck one."""
+@pytest.fixture
+def released(monkeypatch):
+    """An event a hung call waits on (set on teardown), with the writer's patience for
+    send_offsets_to_transaction cut to 0.1 s."""
     monkeypatch.setattr(task, "OFFSETS_TIMEOUT_S", 0.05)
     monkeypatch.setattr(task, "HUNG_GRACE_S", 0.05)
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def test_a_send_offsets_call_hung_past_its_timeout_gets_a_new_producer(released):
+    """librdkafka#5456: send_offsets_to_transaction may block past its timeout. The writer
+    is given up before any record is sent; a new producer fences the stuck one."""
     broker = FakeBroker()
-    released = threading.Event()
     clients = Clients(broker)
     cache = WriterCache(clients)
     write(spec(0), 0, Input(envelopes(1)), cache)
@@ -445,8 +453,7 @@ def test_a_send_offsets_call_hung_past_its_timeout_gets_a_new_producer(monkeypat
         stuck.commit_transaction(1)
 
 
-def test_a_call_that_returns_after_it_was_given_up_is_logged(caplog):
-    released = threading.Event()
+def test_a_call_that_returns_after_it_was_given_up_is_logged(caplog, released):
     with pytest.raises(CallHung):
         within(lambda: released.wait(10), 0.05, "slow_call")
     with caplog.at_level("WARNING", logger="shared.sink.kafka"):
@@ -470,11 +477,7 @@ def test_a_writer_task_past_its_time_prints_its_stacks_once(capfd):
     assert "test_a_writer_task_past_its_time_prints_its_stacks_once" in printed
 
 
-def test_a_call_hung_twice_fails_the_task(monkeypatch):
-    monkeypatch.setattr(task, "OFFSETS_TIMEOUT_S", 0.05)
-    monkeypatch.setattr(task, "HUNG_GRACE_S", 0.05)
-    released = threading.Event()
-
+def test_a_call_hung_twice_fails_the_task(released):
     class AlwaysHung(Clients):
         def __call__(self, config, partition):
             producer, marker = super().__call__(config, partition)
@@ -482,11 +485,8 @@ def test_a_call_hung_twice_fails_the_task(monkeypatch):
             return producer, marker
 
     cache = WriterCache(AlwaysHung(FakeBroker()))
-    try:
-        with pytest.raises(CallHung, match="send_offsets_to_transaction"):
-            write(spec(0), 0, Input(envelopes(1)), cache)
-    finally:
-        released.set()
+    with pytest.raises(CallHung, match="send_offsets_to_transaction"):
+        write(spec(0), 0, Input(envelopes(1)), cache)
     assert cache.writers == {}
 
 
