@@ -26,13 +26,14 @@ from shared.keyed.bucketed.tables import (
     HOT_STATE,
     SEGMENT_SCHEMA,
 )
+from shared.keyed.state_layout import checkpoint_buckets
 from shared.runtime.runner import checkpoint_path
 
 
 def read_state(spark: SparkSession, app: AppDefinition, settings) -> dict:
     spec = app.keyed.processor(settings).spec
-    buckets = app.keyed.buckets(settings)
     checkpoint = checkpoint_path(app, settings)
+    buckets = checkpoint_buckets(spark, checkpoint, app.keyed.buckets(settings))
     started = time.perf_counter()
     values = {name: _values(spark, checkpoint, name, schema) for name, schema in (
         (HEADER_STATE, HEADER_SCHEMA), (HOT_STATE, SEGMENT_SCHEMA), (COLD_STATE, SEGMENT_SCHEMA))}

@@ -54,4 +54,5 @@ class FraudSettings(PlatformSettings):
         "a card with no transaction for this many hours of event time is forgotten")
     state_buckets: int = setting(
         16, "FRAUD_STATE_BUCKETS",
-        "cards are hashed into this many state buckets; fixed for the life of a checkpoint")
+        "cards are hashed into this many state buckets in a new checkpoint; a checkpoint "
+        "keeps the count it was made with (a savepoint restore changes it)")

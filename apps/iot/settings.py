@@ -32,7 +32,8 @@ class IotSettings(PlatformSettings):
         "a device with no reading for this many hours of event time is forgotten")
     state_buckets: int = setting(
         32, "IOT_STATE_BUCKETS",
-        "devices are hashed into this many state buckets; fixed for the life of a checkpoint")
+        "devices are hashed into this many state buckets in a new checkpoint; a checkpoint "
+        "keeps the count it was made with (a savepoint restore changes it)")
 
     def __post_init__(self) -> None:
         intervals = self.intervals_s  # parses, or raises ValueError

@@ -71,7 +71,8 @@ class TradingSettings(PlatformSettings):
         0, "TRADING_REFERENCE_SEED", "seed of the generated instrument reference list")
     state_buckets: int = setting(
         16, "TRADING_STATE_BUCKETS",
-        "instruments are hashed into this many state buckets (fixed for a checkpoint's life)")
+        "instruments are hashed into this many state buckets in a new checkpoint; a "
+        "checkpoint keeps the count it was made with (a savepoint restore changes it)")
     realtime_checkpoint_interval: str = setting(
         "1 minute", "TRADING_REALTIME_CHECKPOINT_INTERVAL",
         "--mode realtime: how often Real-Time Mode checkpoints offsets and state and moves "

@@ -86,6 +86,7 @@ def state_main(argv: Sequence[str], spark=None) -> int:
 def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
           args: argparse.Namespace) -> dict[str, Any]:
     from shared.keyed.bucketed.read import latest_commit, read_key, read_summary
+    from shared.keyed.state_layout import checkpoint_buckets
     from shared.runtime.checkpoint import offset_log_metadata
 
     batch_id = args.batch_id if args.batch_id is not None else latest_commit(spark, checkpoint)
@@ -96,6 +97,7 @@ def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
     if metadata is None:
         raise StateError(f"batch {batch_id} is not in {checkpoint}/offsets")
     committed = Committed(app.name, checkpoint, batch_id, int(metadata["batchWatermarkMs"]))
+    buckets = checkpoint_buckets(spark, checkpoint, buckets)
     if args.key is None:
         return summary_document(read_summary(spark, checkpoint, spec, buckets, batch_id),
                                 committed)

@@ -6,11 +6,17 @@ every bucket would start empty: so they are written once, into ``statewise-layou
 in the checkpoint, before the query's first batch, and read from there ever after. A
 checkpoint that has batches but no such file was made before balanced names: its buckets
 are 0..B-1, and that is recorded on its first start with this version.
+
+The number of buckets B is recorded with them, and a recorded B wins over the app's
+setting, which applies to new checkpoints only (as Spark keeps a checkpoint's number of
+shuffle partitions): an app whose default B changes between versions starts on its old
+checkpoints as before, and moving a checkpoint to another B is a savepoint restore.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -21,6 +27,7 @@ from shared.runtime.checkpoint import has_started, read_text, write_text
 
 LAYOUT_FILE = "statewise-layout.json"
 _VERSION = 1
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,24 +52,33 @@ def read_layout(spark: SparkSession, checkpoint: str) -> CheckpointLayout | None
     return CheckpointLayout(int(document["buckets"]), tuple(document["bucket_labels"]))
 
 
+def checkpoint_buckets(spark: SparkSession, checkpoint: str, configured: int) -> int:
+    """The B to read or run ``checkpoint`` with: the recorded one, else ``configured``."""
+    layout = read_layout(spark, checkpoint)
+    return configured if layout is None else _recorded_wins(layout, configured)
+
+
 def labels_for_reading(spark: SparkSession, checkpoint: str, buckets: int) -> tuple[int, ...]:
     """The bucket names to read a checkpoint's state with (0..B-1 when none recorded);
-    refuses another B than the recorded one."""
+    ``buckets``: the checkpoint's B (:func:`checkpoint_buckets`)."""
     layout = read_layout(spark, checkpoint)
     if layout is None:
         return identity_labels(buckets)
-    _check_buckets(layout, buckets)
+    if layout.buckets != buckets:  # a caller that did not ask checkpoint_buckets
+        raise BucketedSpecError(f"this checkpoint's state was written with {layout.buckets} "
+                                f"buckets, not {buckets}")
     return layout.bucket_labels
 
 
 def checkpoint_layout(spark: SparkSession, checkpoint: str, buckets: int,
                       partitions: int) -> CheckpointLayout:
-    """The layout the query on ``checkpoint`` runs with: the recorded one; else, for a new
-    checkpoint, buckets balanced over ``partitions`` state partitions, and for one made
-    before layouts were recorded, 0..B-1. Recorded before the query starts."""
+    """The layout the query on ``checkpoint`` runs with: the recorded one (whatever
+    ``buckets`` says); else, for a new checkpoint, ``buckets`` balanced over
+    ``partitions`` state partitions, and for one made before layouts were recorded,
+    0..B-1. Recorded before the query starts."""
     layout = read_layout(spark, checkpoint)
     if layout is not None:
-        _check_buckets(layout, buckets)
+        _recorded_wins(layout, buckets)
         return layout
     labels = (identity_labels(buckets) if has_started(spark, checkpoint)
               else balanced_labels(buckets, partitions))
@@ -71,12 +87,12 @@ def checkpoint_layout(spark: SparkSession, checkpoint: str, buckets: int,
     return layout
 
 
-def _check_buckets(layout: CheckpointLayout, buckets: int) -> None:
-    if layout.buckets != buckets:
-        raise BucketedSpecError(
-            f"this checkpoint's state was written with {layout.buckets} buckets, not "
-            f"{buckets}: B is fixed per checkpoint (keys would land in other buckets). Keep "
-            "B, or move the state through a savepoint restore.")
+def _recorded_wins(layout: CheckpointLayout, configured: int) -> int:
+    if layout.buckets != configured:
+        log.warning("this checkpoint's state was written with %d buckets: it keeps them (the "
+                    "setting's %d applies to new checkpoints; a savepoint restore moves state "
+                    "to another count)", layout.buckets, configured)
+    return layout.buckets
 
 
 def _path(checkpoint: str) -> str:

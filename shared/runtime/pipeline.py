@@ -127,7 +127,9 @@ def _keyed(staged: DataFrame, app: AppDefinition, settings: PlatformSettings,
             .withWatermark(EVENT_TIME, lateness).select(*columns))
     envelopes = apply_bucketed(
         rows, with_state_caps(keyed.processor(settings), settings),
-        buckets=keyed.buckets(settings), control=control,
+        # A checkpoint's recorded B wins over the setting (state_layout.py).
+        buckets=keyed.buckets(settings) if bucket_labels is None else len(bucket_labels),
+        control=control,
         envelopes=envelope_spec(app, settings, lateness), bucket_labels=bucket_labels,
         restored=restored, initial_state=initial_state, figures=figures)
     # A state partition's output is the same on a replay, so it is its own writer and

@@ -162,11 +162,10 @@ def state_watch(spark: SparkSession, app: AppDefinition, settings: PlatformSetti
     from shared.keyed.bucket_labels import identity_labels
     from shared.keyed.bucketed.figures import figures_accumulator
 
-    buckets = app.keyed.buckets(settings)
+    labels = labels or identity_labels(app.keyed.buckets(settings))
     spec = with_state_caps(app.keyed.processor(settings), settings).spec
     return StateWatch(figures_accumulator(spark.sparkContext),
-                      guard_for(app, settings, labels or identity_labels(buckets), spec,
-                                figures))
+                      guard_for(app, settings, labels, spec, figures))
 
 
 def worker_modules(app: AppDefinition) -> tuple[str, ...]:

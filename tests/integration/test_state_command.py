@@ -3,7 +3,8 @@ for each card is what the fraud oracle predicts for that card, read beside the r
 app (from another process, as an operator runs it) and from the stopped app's checkpoint.
 
 The input comes in three rounds, each read by its own run of the app on the same
-checkpoint (the first two until caught up, the third while the test reads state): a
+checkpoint (the first two until caught up, the third, configured with another number
+of buckets than the checkpoint's, while the test reads state): a
 round's event times are all ahead of the previous round's, except one record made late
 on purpose (the late topic says whether the app found it late). A card's state depends on the
 watermark its bucket last ran at (transactions at or behind it are decided, the others
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,7 @@ from apps.fraud.thresholds import Thresholds
 from apps.fraud.topics import FRAUD
 from shared.cli.state import state_main
 from shared.cli.state_format import iso_ms
+from shared.keyed.state_layout import LAYOUT_FILE
 from shared.runtime.runner import start
 from shared.settings import REPO_ROOT, PlatformSettings
 from shared.testing.kafka_tools import read_all, send_json
@@ -96,7 +99,9 @@ def test_the_state_of_a_card_is_what_the_oracle_predicts(spark, kafka_settings, 
     assert late_ids <= {late["txn_id"]}
     sent = [t for batch in batches for t in batch if t["txn_id"] not in late_ids]
 
-    running = start(spark, FRAUD_APP, settings)
+    # Restarted with another B configured (a new version's default, say): the checkpoint
+    # keeps the 4 it recorded, and the state read below is still the oracle's.
+    running = start(spark, FRAUD_APP, dataclasses.replace(settings, state_buckets=8))
     try:
         send_json(settings, topic, batches[2], "card_id")
         running.query.processAllAvailable()  # and the no-data batch a watermark move makes
@@ -128,7 +133,16 @@ def test_the_state_of_a_card_is_what_the_oracle_predicts(spark, kafka_settings, 
     assert state_main(["fraud", "--checkpoint", f"{settings.checkpoint_dir}/none"],
                       spark=spark) == 1
     assert "no committed batch" in capsys.readouterr().err
-    for card in CARDS:  # with another B a key's bucket is another: said, whichever it is
+    # Another B configured: the checkpoint's recorded one wins (shared/keyed/state_layout.py).
+    capsys.readouterr()
+    flags_8 = [*flags[:-1], "8"]  # flags end with --state-buckets 4
+    assert state_main(["fraud", "--key", CARDS[0], "--json", "--history", "-1", *flags_8],
+                      spark=spark) == 0
+    assert json.loads(capsys.readouterr().out) == beside
+    # A checkpoint from before layouts were recorded has no B but its state's: read with
+    # another, a key's bucket is another, and that is said, whichever bucket it is.
+    (Path(settings.checkpoint_dir) / FRAUD_APP.name / LAYOUT_FILE).unlink()
+    for card in CARDS:
         assert state_main(["fraud", "--key", card, *flags, "--state-buckets", "8"],
                           spark=spark) == 1
         assert "written with 4 buckets" in capsys.readouterr().err

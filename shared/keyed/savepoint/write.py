@@ -43,6 +43,7 @@ from shared.keyed.savepoint.manifest import (
     source_offsets,
 )
 from shared.keyed.savepoint.restore import restored_from
+from shared.keyed.state_layout import checkpoint_buckets
 from shared.runtime.checkpoint import read_text, write_text
 
 _VALUES = {HEADER_STATE: "header", HOT_STATE: "hot", COLD_STATE: "cold"}
@@ -51,7 +52,8 @@ _VALUES = {HEADER_STATE: "header", HOT_STATE: "hot", COLD_STATE: "cold"}
 def write_savepoint(spark: SparkSession, app: str, settings: Any, checkpoint: str,
                     spec: BucketedSpec, buckets: int, path: str,
                     batch_id: int | None = None) -> Manifest:
-    """Save the state of every key at ``batch_id`` (default: the newest committed)."""
+    """Save the state of every key at ``batch_id`` (default: the newest committed).
+    ``buckets``: the app's setting (the checkpoint's recorded B wins over it)."""
     path = path.rstrip("/")
     if read_text(spark, f"{path}/{MANIFEST_FILE}") is not None:
         raise SavepointError(f"{path} holds a savepoint already: choose another folder")
@@ -63,6 +65,7 @@ def write_savepoint(spark: SparkSession, app: str, settings: Any, checkpoint: st
     if offsets_text is None or commit_text is None:
         raise SavepointError(f"batch {batch_id} is not committed in {checkpoint}")
     lines = offsets_text.splitlines()
+    buckets = checkpoint_buckets(spark, checkpoint, buckets)
     keys = _decoded(spark, checkpoint, spec, buckets, batch_id).persist()
     try:
         count = keys.count()
