@@ -53,6 +53,6 @@ class FraudSettings(PlatformSettings):
         24.0, "FRAUD_CARD_IDLE_EXPIRY_H",
         "a card with no transaction for this many hours of event time is forgotten")
     state_buckets: int = setting(
-        16, "FRAUD_STATE_BUCKETS",
+        8, "FRAUD_STATE_BUCKETS",
         "cards are hashed into this many state buckets in a new checkpoint; a checkpoint "
         "keeps the count it was made with (a savepoint restore changes it)")

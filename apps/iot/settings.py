@@ -31,7 +31,7 @@ class IotSettings(PlatformSettings):
         24.0, "IOT_DEVICE_IDLE_EXPIRY_H",
         "a device with no reading for this many hours of event time is forgotten")
     state_buckets: int = setting(
-        32, "IOT_STATE_BUCKETS",
+        8, "IOT_STATE_BUCKETS",
         "devices are hashed into this many state buckets in a new checkpoint; a checkpoint "
         "keeps the count it was made with (a savepoint restore changes it)")
 
