@@ -133,7 +133,7 @@ def prepare_restore(spark: SparkSession, app, settings, checkpoint: str, path: s
                              f"than this code's {spec.state_version}: restore it with the "
                              "newer code")
     record_restore(spark, checkpoint, path, manifest)
-    labels = bucket_labels(spark, app, settings, checkpoint)  # recorded for the new B
-    state = initial_state(spark, path, spec, app.keyed.buckets(settings), labels,
-                          manifest.state_version)
+    # Recorded for the new B; a retry on this checkpoint keeps what its first try recorded.
+    labels = bucket_labels(spark, app, settings, checkpoint)
+    state = initial_state(spark, path, spec, len(labels), labels, manifest.state_version)
     return RestoreInput(manifest, state)
