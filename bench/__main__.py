@@ -27,6 +27,8 @@ BENCHMARKS = {
     "fraud": ("bench.fraud_pipeline", "fraud app: sustained rate, latency at half rate"),
     "iot": ("bench.iot_pipeline", "iot app: sustained rate, latency at half rate"),
     "trading": ("bench.trading_pipeline", "trading app in micro-batches"),
+    "batch_parts": ("bench.batch_parts",
+                    "a live-sized batch of each app taken apart: parse, operator, sink, app"),
     "trading_realtime": ("bench.trading_realtime",
                          "native trading bars in Real-Time Mode vs micro-batches"),
     "peers": ("bench.peers_compare",

@@ -174,6 +174,31 @@ def batch_floor_rows() -> list[str]:
     return rows
 
 
+def batch_parts_rows() -> list[str]:
+    r = _result("batch_parts")
+    if r is None:
+        return []
+    from bench.batch_parts import STEPS
+
+    rows = ["### Where a live-sized batch goes (`python -m bench.batch_parts`)", "",
+            "Each app's preloaded topic drained at about the batch size of its live run at "
+            "half rate, through pipelines that each add one part of the app's plan to the "
+            "one before (bench/batch_parts.py); median batch ms (the first batch left out) "
+            f"of the median round by app batch, of {r['rounds']}, and what each step adds. "
+            f"Load {_load(r)}.", "",
+            "| app | records per batch | " + " | ".join(STEPS) + " | app / bare |",
+            "|---|---|" + "---|" * len(STEPS) + "---|"]
+    for name, measured in r["apps"].items():
+        steps = measured["steps"]
+        cells = [f"{steps[step]['batch_ms']:,.0f}" if i == 0 else
+                 f"{steps[step]['batch_ms']:,.0f} "
+                 f"({steps[step]['batch_ms'] - steps[STEPS[i - 1]]['batch_ms']:+,.0f})"
+                 for i, step in enumerate(STEPS)]
+        ratio = steps["bare"]["batch_ms"] / steps["app"]["batch_ms"]
+        rows.append(f"| {name} | {measured['batch']:,} | {' | '.join(cells)} | {ratio:.2f} |")
+    return rows
+
+
 def keyed_state_rows() -> list[str]:
     r = _result("keyed_state_throughput")
     if r is None:
@@ -228,6 +253,7 @@ def render() -> str:
              *latency_rows(), "",
              *realtime_rows(), "",
              *batch_floor_rows(), "",
+             *batch_parts_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
              *keyed_state_rows(), "", *peers_rows(), "", *state_scaling_rows()]
     return "\n".join(parts)
