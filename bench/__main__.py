@@ -24,6 +24,8 @@ BENCHMARKS = {
                      "trading processor per call in memory: its share and the layer's"),
     "batch_floor": ("bench.batch_floor",
                     "the least a micro-batch costs here: stateless and transformWithState"),
+    "state_api": ("bench.state_api",
+                  "one call of Spark's state API from a Python processor, per operation"),
     "fraud": ("bench.fraud_pipeline", "fraud app: sustained rate, latency at half rate"),
     "iot": ("bench.iot_pipeline", "iot app: sustained rate, latency at half rate"),
     "trading": ("bench.trading_pipeline", "trading app in micro-batches"),

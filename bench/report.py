@@ -199,6 +199,24 @@ def batch_parts_rows() -> list[str]:
     return rows
 
 
+def state_api_rows() -> list[str]:
+    r = _result("state_api")
+    if r is None:
+        return []
+    o = r["options"]
+    rows = ["### What a state call costs (`python -m bench.state_api`)", "",
+            "One call of Spark's state API, timed inside a `transformWithStateInPandas` "
+            f"processor on a trickle ({o['rows_per_s']} rows/s, {o['groups']} groups, "
+            f"{o['partitions']} state partitions, {r['spark_master']}, {o['seconds']} s): "
+            "a registration per value state and task, then per call each operation once "
+            f"(the blob {o['blob_kib']} KiB); {r['batches']} batches after "
+            f"{o['warm_batches']} left out. Load {_load(r)}.", "",
+            "| operation | calls | median ms | p90 ms |", "|---|---|---|---|"]
+    rows += [f"| {op} | {f['calls']} | {f['median_ms']:.2f} | {f['p90_ms']:.2f} |"
+             for op, f in r["ops"].items()]
+    return rows
+
+
 def keyed_state_rows() -> list[str]:
     r = _result("keyed_state_throughput")
     if r is None:
@@ -254,6 +272,7 @@ def render() -> str:
              *realtime_rows(), "",
              *batch_floor_rows(), "",
              *batch_parts_rows(), "",
+             *state_api_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
              *keyed_state_rows(), "", *peers_rows(), "", *state_scaling_rows()]
     return "\n".join(parts)
