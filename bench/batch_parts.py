@@ -21,8 +21,11 @@ Rounds repeat every pipeline in turn; the table gives the median round by app ba
 
     .venv/bin/python -m bench.batch_parts                    # about 25 minutes
     .venv/bin/python -m bench.batch_parts --apps fraud --rounds 1
+    .venv/bin/python -m bench.batch_parts --records-per-batch 2000  # every app, small batches
 
-Writes bench/results/batch_parts.json.
+Writes bench/results/batch_parts.json (``--records-per-batch N``: batch_parts_N.json):
+small batches show what a batch costs whatever its size, the fixed cost that bounds
+latency (bench/README.md, where the time goes).
 """
 
 from __future__ import annotations
@@ -142,11 +145,18 @@ def parts(steps: dict) -> dict:
                                                                         strict=True)}}
 
 
+def result_name(records_per_batch: int | None) -> str:
+    """The results file: live-sized batches, or one batch size for every app."""
+    return f"batch_parts_{records_per_batch}.json" if records_per_batch else "batch_parts.json"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.batch_parts",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--apps", nargs="+", default=list(LIVE_BATCH), choices=list(LIVE_BATCH))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--records-per-batch", type=int,
+                        help="every app's batch size (default: each app's live size)")
     parser.add_argument("--quick", action="store_true", help="fraud only, one round")
     args = parser.parse_args(argv)
     if args.quick:
@@ -154,10 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"machine_before": machine(), "batches_per_step": BATCHES,
                     "rounds": args.rounds, "apps": {}}
     for name in args.apps:
-        result["apps"][name] = measure_app(benches()[name], LIVE_BATCH[name], args.rounds)
+        batch = args.records_per_batch or LIVE_BATCH[name]
+        result["apps"][name] = measure_app(benches()[name], batch, args.rounds)
     result["machine_after"] = machine()
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "batch_parts.json").write_text(json.dumps(result, indent=1))
+    (RESULTS / result_name(args.records_per_batch)).write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -13,6 +13,9 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 APPS = ("fraud", "iot", "trading")
 
 
+SMALL_BATCH = 2_000  # bench.batch_parts --records-per-batch: the fixed cost's table
+
+
 def _result(name: str) -> dict | None:
     """``results/<name>.json``, or None before its benchmark has run."""
     path = RESULTS / f"{name}.json"
@@ -174,16 +177,24 @@ def batch_floor_rows() -> list[str]:
     return rows
 
 
-def batch_parts_rows() -> list[str]:
-    r = _result("batch_parts")
+def batch_parts_rows(records_per_batch: int | None = None) -> list[str]:
+    from bench.batch_parts import STEPS, result_name
+
+    r = _result(result_name(records_per_batch).removesuffix(".json"))
     if r is None:
         return []
-    from bench.batch_parts import STEPS
-
-    rows = ["### Where a live-sized batch goes (`python -m bench.batch_parts`)", "",
-            "Each app's preloaded topic drained at about the batch size of its live run at "
-            "half rate, through pipelines that each add one part of the app's plan to the "
-            "one before (bench/batch_parts.py); median batch ms (the first batch left out) "
+    if records_per_batch:
+        heading = (f"### Where a {records_per_batch:,}-record batch goes (`python -m "
+                   f"bench.batch_parts --records-per-batch {records_per_batch}`)")
+        size = (f"at {records_per_batch:,} records per batch, where what a batch costs "
+                "whatever its size (the fixed cost under every latency) shows")
+    else:
+        heading = "### Where a live-sized batch goes (`python -m bench.batch_parts`)"
+        size = "at about the batch size of its live run at half rate"
+    rows = [heading, "",
+            f"Each app's preloaded topic drained {size}, through pipelines that each add "
+            "one part of the app's plan to the one before (bench/batch_parts.py); median "
+            "batch ms (the first batch left out) "
             f"of the median round by app batch, of {r['rounds']}, and what each step adds. "
             f"Load {_load(r)}.", "",
             "| app | records per batch | " + " | ".join(STEPS) + " | app / bare |",
@@ -272,6 +283,7 @@ def render() -> str:
              *realtime_rows(), "",
              *batch_floor_rows(), "",
              *batch_parts_rows(), "",
+             *batch_parts_rows(SMALL_BATCH), "",
              *state_api_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
              *keyed_state_rows(), "", *peers_rows(), "", *state_scaling_rows()]

@@ -35,3 +35,22 @@ def test_the_table_row_gives_each_step_and_what_it_adds(monkeypatch):
     assert report.batch_parts_rows()[-1] == (
         "| fraud | 85,000 | 500 | 650 (+150) | 930 (+280) | 1,070 (+140) | 1,550 (+480) | "
         "2,000 (+450) | 0.25 |")
+
+
+def test_one_batch_size_for_every_app_has_its_own_results_file_and_table(monkeypatch):
+    import bench.report as report
+    from bench.batch_parts import result_name
+
+    assert result_name(None) == "batch_parts.json"
+    assert result_name(2_000) == "batch_parts_2000.json"
+    steps = {step: {"batch_ms": ms} for step, ms in zip(
+        STEPS, (200, 400, 680, 760, 800, 850), strict=True)}
+    measured = {"machine_before": {"load_avg_1m": 1.0}, "machine_after": {"load_avg_1m": 2.0},
+                "rounds": 3, "apps": {"iot": {"batch": 2_000, "steps": steps}}}
+    asked = []
+    monkeypatch.setattr(report, "_result", lambda name: asked.append(name) or measured)
+    rows = report.batch_parts_rows(2_000)
+    assert asked == ["batch_parts_2000"]
+    assert rows[0].startswith("### Where a 2,000-record batch goes")
+    assert rows[-1] == ("| iot | 2,000 | 200 | 400 (+200) | 680 (+280) | 760 (+80) | "
+                        "800 (+40) | 850 (+50) | 0.24 |")
