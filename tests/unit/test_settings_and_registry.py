@@ -79,6 +79,15 @@ def test_checkpoint_retention_reaches_the_session_and_refuses_zero():
         load(PlatformSettings, ["--checkpoint-retained-batches", "0"], {})
 
 
+def test_the_optimizer_infers_no_constraints_every_micro_batch():
+    """Spark re-optimizes the whole plan every micro-batch; inferring constraints over the
+    gate's checks and a reference join cost trading's batches 150-200 ms of planning."""
+    from shared.runtime.spark import session_conf
+
+    settings = load(PlatformSettings, [], {})
+    assert session_conf(settings, "t")["spark.sql.constraintPropagation.enabled"] == "false"
+
+
 def test_local_checkpoints_are_written_without_forking_a_shell_per_file():
     """Hadoop's FileContext forks chmod and readlink per checkpoint file on a local folder
     (no native library): a local checkpoint uses the FileSystem manager, whose one writer
