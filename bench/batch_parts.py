@@ -44,7 +44,7 @@ from bench.stack import WORK, bare_pipeline, machine, private_broker, run_to_end
 from shared.app.definition import AppDefinition
 from shared.runtime.kafka_io import read_topics
 from shared.runtime.pipeline import assemble
-from shared.runtime.runner import quality_gate, worker_modules
+from shared.runtime.runner import control_records, quality_gate, worker_modules
 from shared.runtime.spark import build_session
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -75,11 +75,8 @@ def batches_of(progress: list[dict]) -> dict:
 def without_sink(spark, app: AppDefinition, settings, checkpoint: str) -> list[dict]:
     """The app's whole plan (as the runner assembles it, on a new checkpoint) written to
     Spark's noop sink in ``foreachBatch``, as the runner writes to the exactly-once sink."""
-    control = app.topics.control
-    control_raw = (read_topics(spark, settings, (control,), whole_topic=True)
-                   if control is not None and control.schema is not None else None)
     plan = assemble(read_topics(spark, settings, app.topics.inputs), app, settings,
-                    quality_gate(app, settings), control_raw)
+                    quality_gate(app, settings), control_records(spark, app, settings))
 
     def write(batch, _batch_id: int) -> None:
         batch.write.format("noop").mode("overwrite").save()
@@ -146,8 +143,9 @@ def parts(steps: dict) -> dict:
 
 
 def result_name(records_per_batch: int | None) -> str:
-    """The results file: live-sized batches, or one batch size for every app."""
-    return f"batch_parts_{records_per_batch}.json" if records_per_batch else "batch_parts.json"
+    """The results' name (``results/<name>.json``): live-sized batches, or one batch size
+    for every app."""
+    return f"batch_parts_{records_per_batch}" if records_per_batch else "batch_parts"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         result["apps"][name] = measure_app(benches()[name], batch, args.rounds)
     result["machine_after"] = machine()
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / result_name(args.records_per_batch)).write_text(json.dumps(result, indent=1))
+    path = RESULTS / f"{result_name(args.records_per_batch)}.json"
+    path.write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -180,7 +180,7 @@ def batch_floor_rows() -> list[str]:
 def batch_parts_rows(records_per_batch: int | None = None) -> list[str]:
     from bench.batch_parts import STEPS, result_name
 
-    r = _result(result_name(records_per_batch).removesuffix(".json"))
+    r = _result(result_name(records_per_batch))
     if r is None:
         return []
     if records_per_batch:

@@ -58,8 +58,9 @@ class TimesItsStateCalls(StatefulProcessor):
     operation once and emits ``(op, ms)`` rows: registrations on a task's first call."""
 
     def __init__(self, blob_bytes: int) -> None:
-        self.blob_bytes = blob_bytes  # the blob itself is made in init: a processor is
-        # pickled into the plan, whose text Spark's redaction regex scans (and overflows on)
+        # The blob is made in init: the processor is pickled into the plan and shipped
+        # with every task, and a quarter of a megabyte of zeros has no business there.
+        self.blob_bytes = blob_bytes
 
     def init(self, handle) -> None:
         self.handle, self.registered, self.blob = handle, [], bytes(self.blob_bytes)

@@ -168,6 +168,17 @@ def state_watch(spark: SparkSession, app: AppDefinition, settings: PlatformSetti
                       guard_for(app, settings, labels, spec, figures))
 
 
+def control_records(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
+                    starting_offsets: str | None = None) -> DataFrame | None:
+    """The app's control topic read whole every batch (its records are state, not
+    traffic), or None for an app without one."""
+    control = app.topics.control
+    if control is None or control.schema is None:
+        return None
+    return read_topics(spark, settings, (control,), whole_topic=True,
+                       starting_offsets=starting_offsets)
+
+
 def worker_modules(app: AppDefinition) -> tuple[str, ...]:
     """What the app's Python workers import: the module of its keyed processor's factory
     or of its builder, which imports its processors, the layer's operator modules, and
@@ -254,10 +265,9 @@ def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
                       is None else restore.manifest.starting_offsets(
                           [t.qualified(prefix) for t in app.topics.inputs]))
     control = app.topics.control
-    control_raw = (read_topics(spark, settings, (control,), whole_topic=True,
-                               starting_offsets=None if restore is None else
-                               restore.manifest.starting_offsets([control.qualified(prefix)]))
-                   if control is not None and control.schema is not None else None)
+    control_raw = control_records(spark, app, settings, None if restore is None or control is None
+                                  else restore.manifest.starting_offsets(
+                                      [control.qualified(prefix)]))
     restored = restored_from(spark, checkpoint) if app.keyed is not None else None
     labels = bucket_labels(spark, app, settings, checkpoint)
     state = state_watch(spark, app, settings, labels, figures)

@@ -41,8 +41,8 @@ def test_one_batch_size_for_every_app_has_its_own_results_file_and_table(monkeyp
     import bench.report as report
     from bench.batch_parts import result_name
 
-    assert result_name(None) == "batch_parts.json"
-    assert result_name(2_000) == "batch_parts_2000.json"
+    assert result_name(None) == "batch_parts"
+    assert result_name(2_000) == "batch_parts_2000"
     steps = {step: {"batch_ms": ms} for step, ms in zip(
         STEPS, (200, 400, 680, 760, 800, 850), strict=True)}
     measured = {"machine_before": {"load_avg_1m": 1.0}, "machine_after": {"load_avg_1m": 2.0},
