@@ -1,7 +1,7 @@
 """Keyed-state throughput on one machine, in one run, on the same input:
 
 - native ``groupBy(card).agg(count, sum)`` (JVM state),
-- per-key Row ``transformWithState`` (a minimal ``KeyedProcessor``: one value per key),
+- per-key Row ``transformWithState`` (pyspark's own ``StatefulProcessor``: one value per key),
 - the bucketed layer (``shared.keyed.bucketed``) with B = 16, 64, 256 (and B = 64 with
   idle expiry, which adds a watermark, event-time timers and EventTime mode).
 
@@ -34,9 +34,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from shared.keyed import KeyedContext, KeyedProcessor, KeyedStateSpec, ValueVar, apply_keyed
 from shared.keyed.bucketed import (
     BucketContext,
     BucketedProcessor,
@@ -55,15 +59,22 @@ OUTPUT = StructType([StructField("card", StringType()), StructField("c", LongTyp
                      StructField("t", DoubleType())])
 
 
-class RowTotals(KeyedProcessor):
-    spec = KeyedStateSpec(variables=(ValueVar("totals", StructType(OUTPUT.fields[1:])),))
+class RowTotals(StatefulProcessor):
+    """Spark's per-key Row API at its plainest: one Python call per key and batch."""
 
-    def on_rows(self, key: tuple, rows: list[Row], ctx: KeyedContext) -> Iterator[Row]:
-        totals = ctx.value("totals")
-        before = totals.get() or Row(c=0, t=0.0)
-        after = Row(c=before.c + len(rows), t=before.t + sum(r.amount for r in rows))
-        totals.set(after)
-        yield Row(card=key[0], c=after.c, t=after.t)
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.totals = handle.getValueState("totals", StructType(OUTPUT.fields[1:]))
+
+    def handleInputRows(self, key: tuple, rows: Iterator[Row], timerValues: TimerValues
+                        ) -> Iterator[Row]:
+        c, t = self.totals.get() or (0, 0.0)
+        for row in rows:
+            c, t = c + 1, t + row.amount
+        self.totals.update((c, t))
+        yield Row(card=key[0], c=c, t=t)
+
+    def close(self) -> None:
+        pass
 
 
 class BucketedTotals(BucketedProcessor):
@@ -133,7 +144,7 @@ def build(mode: str, df: DataFrame, buckets: int | None) -> DataFrame:
     if mode == "native":
         return df.groupBy("card").agg(F.count("*").alias("c"), F.sum("amount").alias("t"))
     if mode == "row_tws":
-        return apply_keyed(df, ["card"], RowTotals(), OUTPUT, output_mode="Update")
+        return df.groupBy("card").transformWithState(RowTotals(), OUTPUT, "Update", "None")
     assert buckets is not None
     if mode == "bucketed_expiry":
         return apply_bucketed(df, ExpiringTotals(), OUTPUT, buckets=buckets,

@@ -1,6 +1,6 @@
 """Vectorised keyed state for hot paths: keys hashed into B buckets, one Arrow table each.
 
-The per-key Row API (``KeyedProcessor``) pays one Python call per key per batch; here a
+Spark's per-key Row API pays one Python call per key per batch; here a
 bucket's keys are one pandas table and an app writes whole-bucket functions instead:
 
     class CardSpend(BucketedProcessor):

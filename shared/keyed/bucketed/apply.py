@@ -28,7 +28,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from shared.keyed.apply import _has_watermark, _spark_duration
 from shared.keyed.bucketed.envelopes import ENVELOPE_SCHEMA, EnvelopeSpec
 from shared.keyed.bucketed.processor import BucketedProcessor
 from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout, Restored
@@ -228,3 +227,17 @@ def _layout(data: StructType, control: StructType | None, output: StructType,
 def _exact_dtypes(schema: StructType) -> tuple[tuple[str, str], ...]:
     return tuple((f.name, _EXACT_DTYPES[type(f.dataType)]) for f in schema.fields
                  if type(f.dataType) in _EXACT_DTYPES)
+
+
+def _has_watermark(df: DataFrame, column: str) -> bool:
+    """True when an earlier ``withWatermark`` (e.g. the shared pipeline's, from the app's
+    allowed lateness) already covers ``column``: Spark marks it in the column metadata."""
+    return "spark.watermarkDelayMs" in df.schema[column].metadata
+
+
+def _spark_duration(delay: str | timedelta | None) -> str:
+    if delay is None:
+        raise BucketedSpecError("idle_expiry needs watermark_delay (how late rows may arrive)")
+    if isinstance(delay, timedelta):
+        return f"{int(delay / timedelta(milliseconds=1))} milliseconds"
+    return delay

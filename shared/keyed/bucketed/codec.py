@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from shared.keyed.bucketed.cache import SEGMENTS, SegmentCache, content_id
 from shared.keyed.bucketed.hot import HotSegment
+from shared.keyed.bucketed.row_codec import RowCodec
 from shared.keyed.bucketed.segments import (
     ColdSegment,
     cold_key_schema,
@@ -17,7 +18,6 @@ from shared.keyed.bucketed.spec import BucketedSpec, BucketedSpecError
 from shared.keyed.bucketed.store import LAYOUT, Header, Loaded
 from shared.keyed.bucketed.tables import HEADER_SCHEMA, SEGMENT_SCHEMA, read_ipc, write_ipc
 from shared.keyed.bucketed.upgrades import read_keys, versioned
-from shared.keyed.codec import RowCodec
 
 _HEADER = RowCodec(HEADER_SCHEMA)
 _SEGMENT = RowCodec(SEGMENT_SCHEMA)

@@ -1,7 +1,7 @@
 """A bucketed processor driven in memory, micro-batch by micro-batch: no JVM, no Spark.
 
 It runs the same ``BucketedStatefulProcessor`` a query runs, on the in-memory state
-handle of ``shared.keyed.memory``, and mirrors what Spark does around it per batch:
+handle of ``shared.keyed.bucketed.memory``, and mirrors what Spark does around it per batch:
 
 1. each key gets a 64-bit hash (a stable pandas hash, not Spark's xxhash64: the buckets
    differ from a real query's, the per-key results do not) and goes to bucket
@@ -28,6 +28,7 @@ from pyspark.sql.streaming.stateful_processor import TimerValues
 from shared.keyed.bucketed.cache import SEGMENTS
 from shared.keyed.bucketed.call import CallResult
 from shared.keyed.bucketed.codec import header_from_state, load
+from shared.keyed.bucketed.memory import MemoryHandle
 from shared.keyed.bucketed.processor import BucketedProcessor
 from shared.keyed.bucketed.segments import HISTORY_N
 from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout, Restored
@@ -51,7 +52,6 @@ from shared.keyed.bucketed.tables import (
     StoredBucket,
     control_from_state,
 )
-from shared.keyed.memory import MemoryHandle
 
 _EPOCH = pd.Timestamp(0, tz="UTC")
 

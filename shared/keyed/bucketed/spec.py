@@ -15,8 +15,6 @@ from enum import StrEnum
 
 import pyarrow as pa
 
-from shared.keyed.spec import KeyedSpecError
-
 # Columns the layer adds to the stream and reads back; apps' columns must not use the prefix
 # (no leading underscore: pyspark renames such columns when it hands them to pandas).
 RESERVED_PREFIX = "keyed_"
@@ -44,7 +42,7 @@ SOURCE_COLUMNS = (SOURCE_PARTITION, SOURCE_OFFSET, SOURCE_KEY, SOURCE_VALUE, SOU
 _ORDERABLE = (pa.types.is_integer, pa.types.is_floating, pa.types.is_timestamp)
 
 
-class BucketedSpecError(KeyedSpecError):
+class BucketedSpecError(ValueError):
     """The bucketed state declaration is impossible or inconsistent."""
 
 

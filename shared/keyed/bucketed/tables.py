@@ -20,8 +20,8 @@ import pyarrow as pa
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from shared.keyed.bucketed.cache import SEGMENTS, content_id
+from shared.keyed.bucketed.row_codec import RowCodec
 from shared.keyed.bucketed.spec import BucketedSpecError
-from shared.keyed.codec import RowCodec
 
 HEADER_STATE, HOT_STATE, COLD_STATE = "bucket_header", "bucket_hot", "bucket_cold"
 HEADER_SCHEMA = StructType([

@@ -19,6 +19,7 @@ import pandas as pd
 from shared.keyed.bucketed.cache import SegmentCache
 from shared.keyed.bucketed.codec import header_from_state, load
 from shared.keyed.bucketed.hot import HotSegment
+from shared.keyed.bucketed.row_codec import RowCodec
 from shared.keyed.bucketed.segments import (
     NO_DUE,
     ColdSegment,
@@ -31,7 +32,6 @@ from shared.keyed.bucketed.spec import DUE_COLUMN, LAST_EVENT_MS, BucketedSpec
 from shared.keyed.bucketed.store import Header
 from shared.keyed.bucketed.tables import SEGMENT_SCHEMA, read_ipc
 from shared.keyed.bucketed.upgrades import read_keys
-from shared.keyed.codec import RowCodec
 
 _SEGMENT = RowCodec(SEGMENT_SCHEMA)
 

@@ -1,6 +1,6 @@
 """Spark's ``StatefulProcessorHandle`` and state variables in memory: no JVM, no Spark.
 
-Used by ``shared.testing.tws.TwsHarness``. It follows the state semantics the harness
+Used by the bucketed harness (``harness.py``). It follows the state semantics the harness
 needs to mirror: values are type-checked against their schemas and stored as copies,
 TTL'd entries stop being visible once their expiration (write time + TTL) is reached and
 are removed by :meth:`MemoryVar.drop_expired`, timers are a set per grouping key, and

@@ -1,4 +1,4 @@
-"""Conversions between Spark's state tuples and named Rows, and event times to epoch ms.
+"""Conversions between Spark's state tuples and named Rows.
 
 Spark's Python state API takes and returns plain tuples (value and list state) or Rows
 (map values), positional by schema. Apps see Rows with named fields instead, so a state
@@ -7,15 +7,11 @@ record is never a positional tuple in app code.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pyspark.sql import Row
 from pyspark.sql.types import StructType
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class RowCodec:
@@ -46,17 +42,3 @@ class RowCodec:
             return (record,)
         raise TypeError(f"expected a Row or mapping with fields {list(self.names)}: {record!r}")
 
-
-def to_epoch_ms(value: datetime | int | float | Any) -> int:
-    """Epoch milliseconds of an event time: a datetime, pandas Timestamp or epoch ms.
-
-    Spark hands the Row API timezone-aware datetimes for TimestampType input columns; a
-    naive datetime is read as local time, as Python (and pyspark) do.
-    """
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            return math.floor(value.timestamp() * 1000)
-        return (value - _EPOCH) // timedelta(milliseconds=1)
-    if isinstance(value, int | float):
-        return int(value)
-    raise TypeError(f"not an event time: {value!r}")
