@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.goals import goal_rows
+
 BENCH = Path(__file__).resolve().parent
 RESULTS, README = BENCH / "results", BENCH / "README.md"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -264,7 +266,11 @@ def _captioned(caption: str, rows: list[str]) -> list[str]:
 
 
 def render() -> str:
-    parts = ["### Apps on the real stack (`python -m bench.<app>_pipeline`)", "",
+    parts = ["## Goals", "",
+             "Each judged from the newest result of its benchmark (below); a goal whose "
+             "benchmark has not run says so.", "", *goal_rows(), "",
+             "## Results", "",
+             "### Apps on the real stack (`python -m bench.<app>_pipeline`)", "",
              *pipeline_rows(), "",
              *_captioned("Where the rate goes, in the same round (records/s, and / bare): "
                          "Spark's Python operator alone is the app's records grouped into "

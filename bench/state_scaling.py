@@ -60,6 +60,7 @@ from shared.runtime.metrics import metrics_path
 from shared.testing.canary_runs import settings_env
 
 RESULTS = Path(__file__).resolve().parent / "results"
+HISTORY = RESULTS / "history"
 DRAIN_BATCH = 250_000  # maxOffsetsPerTrigger: the pipeline benchmarks' batch
 BATCH_SIZES = (1_000, 5_000, 50_000)  # live batch sizes: the per-batch cost table
 ROUNDS_PER_SIZE = 3
@@ -186,7 +187,7 @@ def run(points: list[tuple[AppDefinition, int]], append: bool = False) -> dict:
                     "rounds": {"small": SMALL_ROUNDS, "while_down": WHILE_DOWN,
                                "drain_batch": DRAIN_BATCH},
                     "points": [], "skipped": []}
-    if append:  # the points of an earlier run stay; this run's are added after them
+    if append:  # the points of an earlier run stay unless this run measures them again
         earlier = json.loads((RESULTS / "state_scaling.json").read_text())
         result["earlier_runs"] = [*earlier.pop("earlier_runs", []),
                                   {k: v for k, v in earlier.items() if k != "points"}]
@@ -213,7 +214,7 @@ def run(points: list[tuple[AppDefinition, int]], append: bool = False) -> dict:
             point = measure_point(app, keys, bootstrap, reader)
             point["seconds"] = round(time.monotonic() - point_started, 1)
             point["load_avg_1m"] = machine()["load_avg_1m"]
-            result["points"].append(point)
+            result["points"] = [*superseded_to_history(result["points"], point), point]
             write(result)  # after each point: a later failure keeps what was measured
     if spark is not None:
         spark.stop()
@@ -221,6 +222,19 @@ def run(points: list[tuple[AppDefinition, int]], append: bool = False) -> dict:
     result["seconds"] = round(time.monotonic() - started, 1)
     write(result)
     return result
+
+
+def superseded_to_history(points: list[dict], point: dict) -> list[dict]:
+    """``points`` without those ``point`` measures again (same app and target), which go
+    to bench/results/history/state_scaling.jsonl: the results file says what is true now,
+    the history keeps every earlier measurement."""
+    measured = (point["app"], point["target_keys"])
+    same = [p for p in points if (p["app"], p["target_keys"]) == measured]
+    if same:
+        HISTORY.mkdir(parents=True, exist_ok=True)
+        with (HISTORY / "state_scaling.jsonl").open("a") as history:
+            history.writelines(json.dumps(p) + "\n" for p in same)
+    return [p for p in points if p not in same]
 
 
 def write(result: dict) -> None:
