@@ -489,7 +489,9 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "savepoint": ("write a portable savepoint of an app's keyed state (--to PATH)",
                   _savepoint_main),
     "restore": ("start an app on a new checkpoint from a savepoint (--from PATH), with any "
-                "buckets and state partitions", _restore_main),
+                "buckets and state partitions; its output continues where it left off "
+                "(--reprocess: rewind, writing again what followed the savepoint)",
+                _restore_main),
     "repartition": ("change a stopped app's state partitions in place (Spark's experimental "
                     "repartition; buckets stay)", _repartition_main),
     "soak": ("random faults against one app while input arrives, then its outputs "

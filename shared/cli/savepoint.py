@@ -4,7 +4,9 @@
 savepoint: the state of every key at a committed batch, portable (Parquet, one row per
 key) with a manifest; on a stopped app's checkpoint or beside the running app.
 restore: the app started on a new checkpoint from a savepoint, at its offsets, with the
-buckets and state partitions of the settings given now.
+buckets and state partitions of the settings given now. It continues the output where it
+left off: refused (exit 78) when the savepoint's source query wrote output after the
+savepoint's batch, unless --reprocess asks for Flink's rewind (that output written again).
 repartition: Spark's own in-place change of the state partitions of a stopped app's
 checkpoint (experimental in Spark; the bucket count stays).
 """
@@ -20,7 +22,15 @@ from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
 from shared.keyed.bucketed.spec import BucketedSpecError
 from shared.keyed.savepoint.manifest import SavepointError
+from shared.runtime.checkpoint_check import DO_NOT_RESTART, OutputMismatch
 from shared.settings import add_arguments, from_namespace
+
+RESTORE_DESCRIPTION = (
+    "start APP on a new checkpoint from a savepoint, at its state and offsets. It continues "
+    "the output where it left off, and so is refused (exit 78, naming the batches) when the "
+    "query the savepoint was taken from has written output after the savepoint's batch: "
+    "stop the app and take a savepoint of its newest batch, or pass --reprocess to rewind "
+    "on purpose as a Flink savepoint does (that output is then written a second time)")
 
 
 def savepoint_main(argv: Sequence[str], spark=None) -> int:
@@ -53,19 +63,23 @@ def restore_main(argv: Sequence[str], spark=None) -> int:
     app = _app(argv, "restore")
     if app is None:
         return _usage_code(argv)
-    parser = _parser(app, "restore", "start APP on a new checkpoint from a savepoint")
+    parser = _parser(app, "restore", RESTORE_DESCRIPTION)
     parser.add_argument("--from", dest="source", required=True, help="the savepoint folder")
     parser.add_argument("--available-now", action="store_true",
                         help="process what is in Kafka now, then exit")
     parser.add_argument("--accept-settings-change", action="store_true",
                         help="restore although the app's settings differ from the savepoint's")
+    parser.add_argument("--reprocess", action="store_true",
+                        help="rewind on purpose, as a Flink savepoint does: write again the "
+                             "output the savepoint's source query wrote after its batch "
+                             "(without it such a restore is refused, exit 78)")
     args, settings, checkpoint = _parse(app, parser, argv)
 
     def prepare(session):
         from shared.keyed.savepoint.restore import prepare_restore
 
         return prepare_restore(session, app, settings, checkpoint, args.source,
-                               args.accept_settings_change)
+                               args.accept_settings_change, args.reprocess)
 
     try:
         if spark is None:
@@ -83,6 +97,9 @@ def restore_main(argv: Sequence[str], spark=None) -> int:
     except (SavepointError, BucketedSpecError) as error:
         print(f"statewise restore: {error}", file=sys.stderr)
         return 1
+    except OutputMismatch as error:  # output after the savepoint exists: no retry helps
+        print(f"statewise restore: {error}", file=sys.stderr)
+        return DO_NOT_RESTART
 
 
 def repartition_main(argv: Sequence[str], spark=None) -> int:

@@ -11,6 +11,11 @@ Input: the app's own stream in event-time order (shared/testing/contract_input.p
 fraud its generator with every fraud kind frequent, as in its recovery test, since its
 demo stream alerts too rarely for a few hundred records), the second half preceded by
 two records dated at the first record's time, late for every run.
+
+A restore after the original run went on past the savepoint (iot): refused, exit 78,
+naming the batches whose output exists, also with the original checkpoint gone and for a
+savepoint that does not name its source query; with --reprocess it writes again exactly
+what the original wrote after the savepoint.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import re
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,11 +33,13 @@ import pytest
 
 from apps.fraud.generator import FaultRates, FraudGenerator, GeneratorConfig, ScenarioRates
 from shared.app.loader import registered_apps
-from shared.cli.savepoint import repartition_main
-from shared.keyed.savepoint.restore import prepare_restore
+from shared.cli.savepoint import repartition_main, restore_main
+from shared.keyed.savepoint.manifest import MANIFEST_FILE
+from shared.keyed.savepoint.restore import RESTORE_FILE, prepare_restore
 from shared.keyed.savepoint.write import write_savepoint
 from shared.keyed.state_layout import read_layout
-from shared.runtime.runner import checkpoint_path, start
+from shared.runtime.checkpoint_check import DO_NOT_RESTART
+from shared.runtime.runner import checkpoint_path, newest_commit, start
 from shared.settings import PlatformSettings
 from shared.testing.app_writes import marks, read_topic, written
 from shared.testing.contract_input import app_stream
@@ -197,3 +206,67 @@ def test_spark_repartitions_a_stopped_apps_state_in_place(
     expected = replay(app, settings, Path(checkpoint), read_topic(settings, app.input_topic))
     got = written(app, settings)
     assert sum(got.outputs.values()) > 0 and got.outputs == expected.outputs
+
+
+def test_a_restore_behind_the_output_is_refused_unless_reprocessing_is_meant(
+        spark, platform_settings, kafka_bootstrap, tmp_path, monkeypatch, capsys):
+    """iot: a savepoint at batch N, the original run on to a later batch, then
+    ``statewise restore``: refused while output after N exists (the original's checkpoint
+    gone: its writers' markers still tell), and for a savepoint without its source query;
+    with --reprocess the restored run writes what the original wrote after N, again."""
+    app = registered_apps()["iot"]
+    stream = app_stream(app, own_platform(platform_settings, kafka_bootstrap, tmp_path),
+                        REWIND_RECORDS, latenesses=9)
+    settings = dataclasses.replace(stream.settings, state_buckets=BUCKETS)
+    create_app_topics(app, settings)
+    original = checkpoint_path(app, settings)
+    send(app, settings, stream.records[:REWIND_RECORDS // 2])
+    run_to_the_end(spark, app, settings)
+    savepoint = str(tmp_path / "savepoint")
+    manifest = write_savepoint(spark, app.name, settings, original,
+                               app.keyed.processor(settings).spec, BUCKETS, savepoint)
+    since_savepoint = marks(app, settings)
+    send(app, settings, stream.records[REWIND_RECORDS // 2:])
+    run_to_the_end(spark, app, settings)
+    newest = newest_commit(spark, original)
+    assert newest > manifest.batch_id
+    after_savepoint = written(app, settings, since=since_savepoint)
+    assert sum(after_savepoint.outputs.values()) > 0
+    shutil.move(original, tmp_path / "original-gone")
+
+    restored = dataclasses.replace(settings, checkpoint_dir=str(tmp_path / "restored"))
+    for field in dataclasses.fields(restored):  # what `statewise restore` reads
+        if getattr(restored, field.name) is not None:
+            monkeypatch.setenv(field.metadata["env"], str(getattr(restored, field.name)))
+    old_savepoint = _without_source_query(savepoint, tmp_path / "old-savepoint")
+    before_restore = marks(app, restored)
+    for path, says in ((savepoint, "output exists up to batch "),
+                       (old_savepoint, "does not name the query it was taken from")):
+        capsys.readouterr()
+        assert restore_main([app.name, "--from", path], spark=spark) == DO_NOT_RESTART
+        refusal = capsys.readouterr().err.strip()
+        assert "\n" not in refusal and says in refusal and "--reprocess" in refusal
+        assert f"batch {manifest.batch_id}" in refusal
+        assert not Path(checkpoint_path(app, restored), RESTORE_FILE).exists()
+        if path == savepoint:  # the newest batch with output, from the original's markers
+            named = int(re.search(r"output exists up to batch (\d+)", refusal).group(1))
+            assert manifest.batch_id < named <= newest
+    assert marks(app, restored) == before_restore  # nothing written
+
+    assert restore_main([app.name, "--from", savepoint, "--reprocess"], spark=spark) == 0
+    again = written(app, restored, since=before_restore)
+    assert decided(again.outputs) == decided(after_savepoint.outputs)
+    assert again.late == after_savepoint.late
+
+
+REWIND_RECORDS = 240
+
+
+def _without_source_query(savepoint: str, copy: Path) -> str:
+    """A copy of ``savepoint`` as written before savepoints named their source query."""
+    shutil.copytree(savepoint, copy)
+    body = json.loads((copy / MANIFEST_FILE).read_text())
+    body.pop("source_query_id", None)
+    (copy / MANIFEST_FILE).write_text(json.dumps(body))
+    (copy / f".{MANIFEST_FILE}.crc").unlink(missing_ok=True)  # Hadoop's checksum of the old
+    return str(copy)

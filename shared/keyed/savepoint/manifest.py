@@ -5,7 +5,10 @@ one row per key (``keys``, ``history``) or per control record (``control``), in 
 portable layout of shared/keyed/bucketed/portable.py. The manifest names the app, the
 batch, the watermarks, every source partition's offset after that batch, each
 variable's schema (and a version hash of it) and the app's settings, whose fingerprint a
-restore compares. Nothing in it depends on the bucket count or the state partitions.
+restore compares, and the query id of the checkpoint it was taken from, whose sink
+writers' markers tell a restore whether output after the batch exists
+(shared/keyed/savepoint/output_check.py). Nothing in it depends on the bucket count or
+the state partitions.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ class Manifest:
     written_with: dict[str, int]  # buckets and state partitions (for the record only)
     layer_layout: int  # the bucketed layer's stored layout version
     state_version: int = 1  # the app's state version (spec.state_version); 1 before it was kept
+    # The source checkpoint's query id (its sink writers' names); None in a savepoint
+    # written before it was kept, or from a checkpoint whose query metadata was gone.
+    source_query_id: str | None = None
 
     @property
     def settings_fingerprint(self) -> str:

@@ -25,6 +25,7 @@ from shared.keyed.bucketed.spec import BUCKET_COLUMN, BucketedSpec
 from shared.keyed.bucketed.store import LAYOUT
 from shared.keyed.bucketed.tables import control_to_state
 from shared.keyed.savepoint.manifest import MANIFEST_FILE, Manifest, SavepointError
+from shared.keyed.savepoint.output_check import check_restore_output
 from shared.runtime.checkpoint import has_started, read_text, write_text
 
 RESTORE_FILE = "statewise-restore.json"
@@ -114,9 +115,12 @@ def _record(checkpoint: str) -> str:
 
 
 def prepare_restore(spark: SparkSession, app, settings, checkpoint: str, path: str,
-                    accept_settings_change: bool = False) -> RestoreInput:
-    """Check the savepoint against the app and the new checkpoint, record the restore
-    in it and make the initial state, for ``runner.start(..., restore=...)``."""
+                    accept_settings_change: bool = False, reprocess: bool = False
+                    ) -> RestoreInput:
+    """Check the savepoint against the app, the new checkpoint and the output on the
+    broker (refused with ``RestoreRepeatsOutput`` when output after its batch exists,
+    unless ``reprocess``), record the restore in the checkpoint and make the initial
+    state, for ``runner.start(..., restore=...)``."""
     manifest = read_manifest(spark, path)
     if manifest.app != app.name:
         raise SavepointError(f"{path} is a savepoint of {manifest.app}, not {app.name}")
@@ -132,6 +136,8 @@ def prepare_restore(spark: SparkSession, app, settings, checkpoint: str, path: s
         raise SavepointError(f"{path} holds state version {manifest.state_version}, newer "
                              f"than this code's {spec.state_version}: restore it with the "
                              "newer code")
+    check_restore_output(manifest, path, settings,
+                         app.topics.dead_letter.qualified(settings.topic_prefix), reprocess)
     record_restore(spark, checkpoint, path, manifest)
     # Recorded for the new B; a retry on this checkpoint keeps what its first try recorded.
     labels = bucket_labels(spark, app, settings, checkpoint)

@@ -96,7 +96,8 @@ def write_savepoint(spark: SparkSession, app: str, settings: Any, checkpoint: st
         offsets=source_offsets(lines), variables=variables, settings=app_settings(settings),
         key_count=count, written_with={"buckets": buckets,
                                        "state_partitions": _partitions(lines)},
-        layer_layout=LAYOUT, state_version=spec.state_version)
+        layer_layout=LAYOUT, state_version=spec.state_version,
+        source_query_id=_query_id(spark, checkpoint))
     write_text(spark, f"{path}/{MANIFEST_FILE}", manifest.document())
     return manifest
 
@@ -136,6 +137,16 @@ def _control(spark: SparkSession, checkpoint: str, spec: BucketedSpec, batch_id:
     empty = spec.control.schema.empty_table().to_pandas()
     merged = merge_control(spec.control, None, pd.concat([empty, *frames], ignore_index=True))
     return empty if merged is None else merged
+
+
+def _query_id(spark: SparkSession, checkpoint: str) -> str | None:
+    """The checkpoint's query id; None when its metadata is gone or torn (a damaged
+    checkpoint still gives a savepoint: its restore then judges conservatively)."""
+    text = read_text(spark, f"{checkpoint}/metadata")
+    try:
+        return None if text is None else str(json.loads(text)["id"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _partitions(offset_lines: list[str]) -> int:
