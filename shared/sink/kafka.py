@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from shared.app.topics import SIDE_TOPIC_MAX_BYTES
 from shared.runtime.kafka_clients import consumer, transactional_producer
-from shared.runtime.kafka_io import ENVELOPE_COLUMNS, INPUT_ISOLATION
+from shared.runtime.kafka_io import ENVELOPE_COLUMNS, INPUT_ISOLATION, fitted
 from shared.sink.names import owner_of, owner_prefix
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,10 @@ def await_learned_broker(client, topic: str, timeout_s: float = 10.0) -> None:
 
 
 def produce(producer, batches: Iterable[pa.RecordBatch]) -> int:
-    """One ``produce`` per envelope, from whole Arrow columns; returns the records sent."""
+    """One ``produce`` per envelope, from whole Arrow columns; returns the records sent.
+    An envelope with headers (a dead letter or late record: outputs have none) is cut
+    to fit its topic when it would not (kafka_io.fitted): the producer or the broker
+    would refuse it, and the batch fail on every restart."""
     count = 0
     send = producer.produce
     for batch in batches:
@@ -101,6 +104,7 @@ def produce(producer, batches: Iterable[pa.RecordBatch]) -> int:
             while True:
                 try:
                     if pairs:
+                        key, value, pairs = fitted(key, value, pairs)
                         send(topic, value, key, headers=[(h["key"], h["value"]) for h in pairs])
                     else:
                         # Half the call's cost (0.5 against 0.95 us a record, measured):
