@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from shared.app.definition import AppDefinition
 from shared.runtime import kafka_clients
-from shared.runtime.kafka_io import SOURCE, decode
+from shared.runtime.kafka_io import INPUT_ISOLATION, SOURCE, decode
 from shared.settings import PlatformSettings
 
 SAMPLE_RECORDS = 20_000
@@ -24,8 +24,10 @@ QUALITY_POOL = "quality"  # a FAIR scheduler pool, so validations don't starve b
 
 def latest_offsets(settings: PlatformSettings, topic: str, per_partition: int
                    ) -> tuple[dict, dict] | None:
-    """Kafka JSON offsets for the last ``per_partition`` records of each partition."""
-    consumer = kafka_clients.consumer(settings, group_id="statewise-quality-sampler", log_level=3)
+    """Kafka JSON offsets for the last ``per_partition`` records of each partition (up to
+    the last stable offset: the sample reads committed records only)."""
+    consumer = kafka_clients.consumer(settings, group_id="statewise-quality-sampler",
+                                      log_level=3, **{"isolation.level": INPUT_ISOLATION})
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         starting, ending = {}, {}
@@ -51,6 +53,7 @@ def sample_input(spark: SparkSession, app: AppDefinition, settings: PlatformSett
     reader = (spark.read.format("kafka")
               .options(**kafka_clients.spark_options(settings))  # bootstrap servers and security
               .option("subscribe", topic).option("includeHeaders", "true")
+              .option("kafka.isolation.level", INPUT_ISOLATION)
               .option("startingOffsets", json.dumps(starting))
               .option("endingOffsets", json.dumps(ending)))
     dead_letter = app.topics.dead_letter.qualified(settings.topic_prefix)

@@ -56,10 +56,58 @@ def within_limit(value: bytes | None) -> tuple[bytes | None, list[dict]]:
     return value, []
 
 
+# A dead letter or late record larger than this, key, value and headers together, is cut
+# to fit its topic (shared/app/topics.py: SIDE_TOPIC_MAX_BYTES, 2 MiB, which Kafka checks
+# against the compressed batch; the margin covers lz4's worst case and the batch's own
+# bytes). The input topic's limit applies to its compressed batch too: a record of a
+# compressible 3 MB key could be read and then not written, failing its batch forever.
+ENVELOPE_MAX_BYTES = MAX_RECORD_BYTES + 512 * 1024
+CUT_KEY_BYTES = 1024  # what a cut key keeps: enough to recognise it
+CUT_HEADERS_BYTES = 64 * 1024  # the headers a cut record keeps, the pipeline's first
+CUT_HEADER = "statewise.cut"
+
+
+def fitted(key: bytes | None, value: bytes | None, headers: list[dict]
+           ) -> tuple[bytes | None, bytes | None, list[dict]]:
+    """A dead letter or late record (``headers``: [{"key", "value"}], the pipeline's own
+    last) as it is when it fits :data:`ENVELOPE_MAX_BYTES`; else cut to fit, and
+    :data:`CUT_HEADER` saying what was cut: a value over MAX_RECORD_BYTES left out, the
+    key cut to its first CUT_KEY_BYTES, the headers kept from the last while they fit
+    CUT_HEADERS_BYTES. The original stays at its source coordinates."""
+    if _size(key, value, headers) <= ENVELOPE_MAX_BYTES:
+        return key, value, headers
+    value, omitted = within_limit(value)
+    cuts = []
+    if key is not None and len(key) > CUT_KEY_BYTES:
+        cuts.append(f"key {len(key)} bytes, cut to its first {CUT_KEY_BYTES}")
+        key = key[:CUT_KEY_BYTES]
+    kept, room = [], CUT_HEADERS_BYTES
+    for header in reversed(headers):  # the pipeline's (reason, source) come last
+        size = _header_size(header)
+        if size <= room:
+            kept.append(header)
+            room -= size
+    if len(kept) < len(headers):
+        cuts.append(f"{len(headers) - len(kept)} of {len(headers)} headers left out")
+    noted = [{"key": CUT_HEADER, "value": ("; ".join(cuts) + ": the original is at the "
+                                           "source topic, partition and offset").encode()}]
+    return key, value, [*reversed(kept), *omitted, *(noted if cuts else [])]
+
+
+def _size(key: bytes | None, value: bytes | None, headers: list[dict]) -> int:
+    return len(key or b"") + len(value or b"") + sum(map(_header_size, headers))
+
+
+def _header_size(header: dict) -> int:
+    return len(header["key"].encode()) + len(header["value"] or b"")
+
+
 # timestamp_millis outside these bounds overflows; ANSI mode would fail the query.
 _MIN_EVENT_MS, _MAX_EVENT_MS = -62_135_596_800_000, 253_402_300_799_999
 _CORRUPT = "_corrupt_record"
 FETCH_MAX_WAIT_MS = 10
+# How every reader of input reads it: the query, the sink's reading back, the sampler.
+INPUT_ISOLATION = "read_committed"
 
 
 def read_topics(spark: SparkSession, settings: PlatformSettings,
@@ -76,6 +124,10 @@ def read_topics(spark: SparkSession, settings: PlatformSettings,
         .option("subscribe", ",".join(s.qualified(settings.topic_prefix) for s in specs))
         .option("startingOffsets", start)
         .option("includeHeaders", "true")
+        # Only committed records: an upstream transactional producer's aborted records
+        # (another app's output, a retried batch) are never input (Kafka's default is
+        # read_uncommitted, which reads them).
+        .option("kafka.isolation.level", INPUT_ISOLATION)
         # How long the broker may hold a fetch for data it does not have (Kafka's
         # default: 500 ms). A task reads only offsets the batch knows exist, yet in live
         # runs at 2,000 records/s one batch in 10 to 60 spent 0.5 or 1 s in its read

@@ -34,6 +34,7 @@ from shared.runtime.checkpoint_files import HadoopFiles
 from shared.runtime.checkpoint_lock import RunLocks, lock_run
 from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.input_kept import check_input_kept
+from shared.runtime.input_topics import check_input_topics
 from shared.runtime.kafka_clients import connection
 from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
 from shared.runtime.owner_only import prepare_app_folders
@@ -236,7 +237,8 @@ def start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings, *
     before anything starts: ``CheckpointInUse`` when another process runs on the
     checkpoint, ``CheckpointDamaged`` on a damaged one, ``OutputMismatch`` on a new one
     whose app has written output before, ``InputLost`` when input it resumes from is gone
-    from Kafka. The checkpoint's lock is held until ``stop``."""
+    from Kafka (``InputTopicReplaced``: an input topic was created again). The
+    checkpoint's lock is held until ``stop``."""
     checkpoint = checkpoint_path(app, settings)
     prepare_app_folders(settings, [checkpoint])  # before Spark writes in them
     # An app with a Real-Time Mode: that mode writes the same dead letters.
@@ -260,6 +262,9 @@ def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
         check_input_kept(HadoopFiles(spark, checkpoint), app.name, settings,
                          [t.qualified(settings.topic_prefix) for t in app.topics.inputs],
                          figures)
+    read = (*app.topics.inputs, *((app.topics.control,) if app.topics.control else ()))
+    check_input_topics(spark, checkpoint, app.name, settings,
+                       [t.qualified(settings.topic_prefix) for t in read])
     prefix = settings.topic_prefix
     raw = read_topics(spark, settings, app.topics.inputs, starting_offsets=None if restore
                       is None else restore.manifest.starting_offsets(

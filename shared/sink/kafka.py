@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from shared.app.topics import SIDE_TOPIC_MAX_BYTES
 from shared.runtime.kafka_clients import consumer, transactional_producer
-from shared.runtime.kafka_io import ENVELOPE_COLUMNS
+from shared.runtime.kafka_io import ENVELOPE_COLUMNS, INPUT_ISOLATION, fitted
 from shared.sink.names import owner_of, owner_prefix
 
 log = logging.getLogger(__name__)
@@ -62,11 +62,11 @@ def kafka_clients(config, partition: int) -> tuple[Producer, Consumer]:
 def source_consumer(config, partition: int) -> Consumer:
     """A consumer that reads input records back by their offsets (refetch.py): assigned,
     never subscribed, never committing. Its group is the writer's marker group, the one
-    the app's principal may use; uncommitted records are read, as Spark's source does."""
+    the app's principal may use; committed records only, as Spark's source reads them."""
     return consumer(config.kafka, log_level=3, logger=LIBRDKAFKA_LOG,
                     **{"group.id": config.marker_group(partition),
                        "enable.auto.commit": False, "enable.partition.eof": True,
-                       "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted",
+                       "auto.offset.reset": "earliest", "isolation.level": INPUT_ISOLATION,
                        # A new assignment's fetch waits for the one in flight, which the
                        # broker holds up to fetch.wait.max.ms at the log's end (500 ms by
                        # default); nor prefetch past what was asked (100k records, 1 MB).
@@ -89,7 +89,10 @@ def await_learned_broker(client, topic: str, timeout_s: float = 10.0) -> None:
 
 
 def produce(producer, batches: Iterable[pa.RecordBatch]) -> int:
-    """One ``produce`` per envelope, from whole Arrow columns; returns the records sent."""
+    """One ``produce`` per envelope, from whole Arrow columns; returns the records sent.
+    An envelope with headers (a dead letter or late record: outputs have none) is cut
+    to fit its topic when it would not (kafka_io.fitted): the producer or the broker
+    would refuse it, and the batch fail on every restart."""
     count = 0
     send = producer.produce
     for batch in batches:
@@ -101,6 +104,7 @@ def produce(producer, batches: Iterable[pa.RecordBatch]) -> int:
             while True:
                 try:
                     if pairs:
+                        key, value, pairs = fitted(key, value, pairs)
                         send(topic, value, key, headers=[(h["key"], h["value"]) for h in pairs])
                     else:
                         # Half the call's cost (0.5 against 0.95 us a record, measured):

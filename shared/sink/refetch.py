@@ -108,8 +108,9 @@ def _marked(headers: list[dict] | None) -> bool:
 class SourceReader:
     """Reads records back by their coordinates with one consumer, made on first use
     (``make``: a confluent-kafka Consumer, never subscribed and never committing) and
-    kept for the life of this Python worker. Reads uncommitted records, as Spark's Kafka
-    source does: the record at an offset is the one the query read."""
+    kept for the life of this Python worker. Reads committed records only, as Spark's
+    Kafka source does (kafka_io.INPUT_ISOLATION): the record at an offset is the one the
+    query read."""
 
     def __init__(self, make: Callable[[], object], timeout_s: float = FETCH_TIMEOUT_S,
                  gap: int = RUN_GAP) -> None:

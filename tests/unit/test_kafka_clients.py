@@ -35,6 +35,7 @@ from shared.runtime.spark import session_conf
 from shared.settings import EnvironmentValueError, PlatformSettings, from_env, load
 from shared.sink import SinkConfig
 from shared.sink.kafka import kafka_clients as sink_clients
+from shared.sink.kafka import source_consumer
 
 PASSWORD = 'p@ss "quoted" \\ word'
 SECURE_ENV = {
@@ -309,6 +310,14 @@ def test_the_sinks_writer_clients_carry_the_security_settings(made, secure):
     assert marker["isolation.level"] == "read_committed"
 
 
+def test_the_sinks_reader_of_input_reads_committed_records_only(made, secure):
+    """Aborted records of a transactional upstream are no input: Spark's source skips
+    them, and the sink reads records back as that source read them."""
+    source_consumer(SinkConfig("app.q", connection(secure), "app.dlq"), 3)
+    ((_, reader),) = made
+    assert secured(reader) and reader["isolation.level"] == "read_committed"
+
+
 def test_the_demo_uses_the_environments_security_on_a_given_kafka_and_none_locally(
         made, monkeypatch, tmp_path):
     for name, value in SECURE_ENV.items():
@@ -353,7 +362,8 @@ def test_spark_reads_kafka_with_the_java_spelled_security_settings(secure):
     spark = argparse.Namespace(readStream=FakeReader())
     options = read_topics(spark, secure, (TopicSpec("in", "app", "input"),))
     assert {k: v for k, v in options.items() if k.startswith("kafka.")} == \
-        spark_options(secure) | {"kafka.fetch.max.wait.ms": str(FETCH_MAX_WAIT_MS)}
+        spark_options(secure) | {"kafka.fetch.max.wait.ms": str(FETCH_MAX_WAIT_MS),
+                                 "kafka.isolation.level": "read_committed"}
 
 
 def test_connections_travel_to_executors_in_the_sinks_config(secure):
