@@ -33,29 +33,32 @@ def reason_label(reason: str) -> str:
     return _ARGUMENTS.sub(kept, reason).strip()
 
 
-def source_topic(source: Mapping[str, Any]) -> str:
-    """The topic(s) a Kafka source read, from its offsets (``{topic: {partition: n}}``);
-    another source's description."""
-    for field in ("endOffset", "startOffset", "latestOffset"):
-        offsets = source.get(field)
-        if isinstance(offsets, Mapping) and offsets:
-            return ",".join(sorted(offsets))
-    return source.get("description") or "source"
-
-
 def partition_lag(line: Mapping[str, Any]) -> Iterator[tuple[str, str, int]]:
     """(topic, partition, records waiting) of each partition when the batch was planned."""
     for source in line.get("sources") or []:
-        start, latest = source.get("startOffset"), source.get("latestOffset")
-        if not isinstance(latest, Mapping):
-            continue
-        for topic, partitions in sorted(latest.items()):
-            started = (start or {}).get(topic) or {} if isinstance(start, Mapping) else {}
-            for partition, offset in sorted(partitions.items(), key=lambda p: int(p[0])):
-                # A partition new in this batch starts from its earliest offset, unknown
-                # here: its lag is left out rather than guessed.
-                if partition in started and isinstance(offset, int):
-                    yield topic, str(partition), max(0, offset - started[partition])
+        yield from _offset_differences(source.get("startOffset"), source.get("latestOffset"))
+
+
+def offsets_read(source: Mapping[str, Any]) -> Iterator[tuple[str, str, int]]:
+    """(topic, partition, offsets the batch read) of a Kafka source: ``endOffset -
+    startOffset``. Spark's ``numInputRows`` counts the rows each scan of the source
+    produced, and the pipeline's plan scans it twice (outputs, and dead letters with late
+    rows): the offsets count each record once. A transactional producer's commit markers
+    take an offset each, so a topic written in transactions reads a little high."""
+    yield from _offset_differences(source.get("startOffset"), source.get("endOffset"))
+
+
+def _offset_differences(start: Any, end: Any) -> Iterator[tuple[str, str, int]]:
+    if not isinstance(end, Mapping):
+        return
+    for topic, partitions in sorted(end.items()):
+        started = start.get(topic) or {} if isinstance(start, Mapping) else {}
+        for partition, offset in sorted(partitions.items(), key=lambda p: int(p[0])):
+            # No start: the query's first batch, or a partition new in this batch, which
+            # start from offsets the progress does not give: left out rather than guessed.
+            begun = started.get(partition)
+            if isinstance(begun, int) and isinstance(offset, int):
+                yield topic, str(partition), max(0, offset - begun)
 
 
 def seconds(line: Mapping[str, Any], *phases: str) -> float | None:

@@ -128,9 +128,8 @@ class AppFigures(Collector):
         figures, labels = self._batch_figures, (self.app, query)
         figures["batches"].labels(*labels).inc()
         for source in line.get("sources") or []:
-            rows = source.get("numInputRows")
-            if isinstance(rows, int) and rows >= 0:
-                figures["input"].labels(*labels, pf.source_topic(source)).inc(rows)
+            for topic, partition, offsets in pf.offsets_read(source):
+                figures["input"].labels(*labels, topic, partition).inc(offsets)
         for name, seconds in (("duration", pf.batch_seconds(line)),
                               ("checkpoint", pf.seconds(line, *pf.CHECKPOINT_PHASES)),
                               ("latency", pf.latency_bound(line, before))):
@@ -364,9 +363,9 @@ def _batch_figures() -> dict[str, Any]:
     return {
         "batches": CounterFigure("statewise_batches", "micro-batches the query ran",
                                  Q, registry=None),
-        "input": CounterFigure("statewise_input_records", "records the query read, by "
-                               "topic (Spark's numInputRows of each source)",
-                               [*Q, "topic"], registry=None),
+        "input": CounterFigure("statewise_input_records", "records the query read from "
+                               "a Kafka partition (its batches' endOffset - startOffset)",
+                               [*Q, "topic", "partition"], registry=None),
         "duration": Histogram("statewise_batch_duration_seconds", "micro-batches, start "
                               "to end (Spark's triggerExecution)", Q, registry=None,
                               buckets=DURATION_BUCKETS),

@@ -30,7 +30,8 @@ Q = 'app="cap",query="cap_counts"'
 LAG = f'statewise_kafka_lag_records{{{Q},topic="cap.events"'
 EXPECTED = {
     f"statewise_batches_total{{{Q}}}": 2,
-    f'statewise_input_records_total{{{Q},topic="cap.events"}}': 2 * 99,
+    # endOffset - startOffset over both partitions, of two batches
+    f'sum by (topic) (statewise_input_records_total{{{Q},topic="cap.events"}})': 2 * 99,
     f"statewise_batch_duration_seconds_count{{{Q}}}": 2,
     f"statewise_watermark_delay_seconds{{{Q}}}": 68.103,
     f'statewise_state_rows{{{Q},operator="stateStoreSave"}}': 21,
