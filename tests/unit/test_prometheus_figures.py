@@ -241,3 +241,18 @@ def test_a_feed_that_cannot_read_its_record_logs_and_never_raises(caplog):
 def test_the_sink_outcomes_named_here_are_the_sinks():
     assert (prometheus.WRITTEN, prometheus.SKIPPED, prometheus.EMPTY) == \
         (sink_task.WRITTEN, sink_task.SKIPPED, sink_task.EMPTY)
+
+
+def test_a_scheduled_validation_tells_the_figures_its_verdict(tmp_path):
+    from shared.quality.monitor import QualityMonitor
+
+    figures = AppFigures("cap")
+    verdict = {"success": False, "unsuccessful": 2, "evaluated": 5, "path": "p",
+               "failed": [{"expectation": "a"}, {"expectation": "b"}]}
+    monitor = QualityMonitor(sample=lambda: "a sample", suite="a suite",
+                             results_dir=tmp_path, name="cap", interval_s=0,
+                             validate=lambda *_, **__: verdict, on_summary=figures.quality)
+    assert monitor.run_once() == verdict
+    found = samples(figures)
+    assert value(found, "statewise_quality_validations_total", app="cap", result="failed") == 1
+    assert value(found, "statewise_quality_failed_expectations", app="cap") == 2
