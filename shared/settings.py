@@ -176,7 +176,9 @@ class PlatformSettings:
         "deleted it, a topic was recreated); false skips it with Spark's warning and "
         "carries on: the records lost are not counted (docs/operations.md)")
     spark_ui: bool = setting(
-        False, "STATEWISE_SPARK_UI", "serve the Spark UI (bound to 127.0.0.1 only)")
+        False, "STATEWISE_SPARK_UI",
+        "serve the Spark UI (on a local master, on 127.0.0.1 only; on Kubernetes, in the "
+        "driver pod, behind the Spark operator's UI service: statewise k8s)")
     driver_jit: str = setting(
         "full", "STATEWISE_DRIVER_JIT",
         "the driver JVM's compilers on a local master (whose executors it holds): full "

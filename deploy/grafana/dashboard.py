@@ -26,6 +26,7 @@ from deploy.grafana.panels import (
     WIDTH,
     gauge,
     per_second,
+    quantile,
     query,
     series,
     stat_panel,
@@ -45,6 +46,10 @@ PER_SECOND, RECORDS = "suffix: /s", "suffix: records/s"
 # Every app at first: one machine runs a few, and a panel per app is not needed to tell
 # them apart (every legend names the app).
 ALL = model.VariableOption(selected=True, text=["All"], value=["$__all"])
+# A query restarted from its checkpoint after a failure, marked on every panel.
+RESTARTS = (AnnotationQuery().name("Restarts").enable(True).icon_color("orange")
+            .datasource(DATASOURCE)
+            .expr(f"changes({gauge('statewise_query_restarts_total')}[2m]) > 0"))
 RUNNING = model.ValueMap({"1": model.ValueMappingResult(text="running", color="green"),
                           "0": model.ValueMappingResult(text="stopped", color="red")})
 
@@ -66,18 +71,22 @@ def health() -> list:
 
 
 def throughput() -> list:
-    rows = series("Input vs processed rows per second", "The last batch's input rate "
-                  "against its processing rate (Spark's inputRowsPerSecond, "
-                  "processedRowsPerSecond): input above processed for long means the query "
-                  "falls behind.", "suffix: rows/s", [
-                      query(gauge("statewise_input_rows_per_second"), f"{BY_QUERY} input"),
-                      query(gauge("statewise_processed_rows_per_second"),
-                            f"{BY_QUERY} processed")])
-    duration = series("Batch duration", "The last micro-batch, start to end (Spark's "
-                      "triggerExecution).", "s",
-                      [query(gauge("statewise_batch_duration_seconds"), BY_QUERY)])
-    size = series("Records per batch", "Records the last batch read.", "short",
-                  [query(gauge("statewise_batch_input_rows"), BY_QUERY)])
+    by_query = "app, query"
+    rows = series("Input records per second by topic", "Records the query read "
+                  "(statewise_input_records_total, Spark's numInputRows of each source).",
+                  RECORDS, [query(per_second("statewise_input_records_total",
+                                             "app, query, topic"), f"{BY_QUERY} {{{{topic}}}}")])
+    duration = series("Batch duration", "Micro-batches, start to end (Spark's "
+                      "triggerExecution): median and 99th percentile over the rate "
+                      "interval, against the trigger interval.", "s", [
+                          query(quantile(q, "statewise_batch_duration_seconds", by_query),
+                                f"{BY_QUERY} p{round(q * 100)}") for q in (0.5, 0.99)] + [
+                          query(gauge("statewise_trigger_interval_seconds"),
+                                "{{app}} trigger interval")])
+    size = series("Records per batch", "Records read per batch, averaged over the rate "
+                  "interval.", "short", [query(
+                      f"{per_second('statewise_input_records_total', by_query)} / "
+                      f"{per_second('statewise_batches_total', by_query)}", BY_QUERY)])
     since = series("Time since the last batch started", "Grows while a query stalls, also "
                    "one without event time (whose watermark delay is absent).", "s",
                    [query(f"time() - {gauge('statewise_last_progress_timestamp_seconds')}",
@@ -85,17 +94,36 @@ def throughput() -> list:
     return [rows, duration, size, since]
 
 
+def latency() -> list:
+    third, by_query = WIDTH // 3, "app, query"
+    end_to_end = series("End-to-end latency (upper bound)", "Kafka write to output commit, "
+                        "bounded per batch by its end minus the start of the batch before "
+                        "(README.md, Metrics for Prometheus): p50 and p99.", "s", [
+                            query(quantile(q, "statewise_end_to_end_latency_seconds",
+                                           by_query), f"{BY_QUERY} p{round(q * 100)}")
+                            for q in (0.5, 0.99)], width=third)
+    checkpoint = series("Checkpoint commit duration", "Writing a batch's offsets and "
+                        "commit to the checkpoint (Spark's walCommit + commitOffsets): "
+                        "p99.", "s", [query(quantile(
+                            0.99, "statewise_checkpoint_commit_duration_seconds", by_query),
+                            BY_QUERY)], width=third)
+    sink_commit = series("Transaction duration of the sink", "The slowest writer's Kafka "
+                         "transaction of each batch the sink wrote: p99.", "s", [query(
+                             quantile(0.99, "statewise_sink_commit_duration_seconds", "app"),
+                             "{{app}}")], width=third)
+    return [end_to_end, checkpoint, sink_commit]
+
+
 def event_time_and_kafka() -> list:
     delay = series("Watermark delay", "How far the watermark is behind the wall clock when "
                    "Prometheus scrapes: it grows while a query stalls; absent until the "
                    "first event time.", "s",
                    [query(gauge("statewise_watermark_delay_seconds"), BY_QUERY)])
-    lag = series("Kafka offsets behind latest", "Offsets the last batch ended behind Kafka's "
-                 "latest, over the source's partitions: the worst partition and the mean.",
-                 "short", [
-                     query(gauge(f"statewise_kafka_{stat}_offsets_behind_latest"),
-                           f"{BY_QUERY} {stat} ({{{{source}}}})")
-                     for stat in ("max", "avg")])
+    lag = series("Kafka lag per partition", "Records waiting in each partition when the "
+                 "last batch was planned (Kafka's latest offset minus the query's "
+                 "position); 0 once Spark finds nothing new.", "short",
+                 [query(gauge("statewise_kafka_lag_records"),
+                        f"{BY_QUERY} {{{{topic}}}}/{{{{partition}}}}")])
     return [delay, lag]
 
 
@@ -112,7 +140,10 @@ def state() -> list:
                     [query(gauge("statewise_state_rows"), operator)], width=third),
              series("Spark state memory per operator", "Memory of each stateful operator's "
                     "state store (Spark's memoryUsedBytes).", "bytes",
-                    [query(gauge("statewise_state_memory_bytes"), operator)], width=third)]
+                    [query(gauge("statewise_state_memory_bytes"), operator)], width=third),
+             series("Spark state on disk per operator", "Each stateful operator's RocksDB "
+                    "files on the executors' disks (Spark's rocksdbSstFileSize).", "bytes",
+                    [query(gauge("statewise_state_disk_bytes"), operator)], width=third)]
     caps = series("Keyed state caps at work", "What the state's caps did: keys evicted or "
                   "refused by a full bucket, history entries trimmed, guard warnings. These "
                   "count from the query's last start; rate() reads through the reset.",
@@ -134,13 +165,20 @@ def side_records() -> list:
                   "counted the same way.", RECORDS,
                   [query(per_second("statewise_late_records_total", "app, reason"),
                          "{{app}} {{reason}}")], width=third)
+    quality = series("Data quality", "Scheduled validations of an input sample per "
+                     "second, passed or failed, and the expectations the newest one "
+                     "failed.", "short", [
+                         query(per_second("statewise_quality_validations_total",
+                                          "app, result"), "{{app}} {{result}}/s"),
+                         query(gauge("statewise_quality_failed_expectations"),
+                               "{{app}} failed expectations")], width=third)
     lost = series("Input lost before it was read", "Input records Kafka deleted (retention) "
                   "before the app read them, skipped at a start with "
                   "STATEWISE_FAIL_ON_DATA_LOSS=false. Anything here is data the outputs "
                   "never saw.", RECORDS,
                   [query(per_second("statewise_input_lost_records_total", "app, topic"),
                          "{{app}} {{topic}}")], width=third)
-    return [dead, late, lost]
+    return [dead, late, quality, lost]
 
 
 def sink() -> list:
@@ -163,7 +201,7 @@ def sink() -> list:
     return [batches, records.override_by_regexp(f"^{SKIPPED} .*", skipped)]
 
 
-ROWS = (("Health", health), ("Throughput and latency", throughput),
+ROWS = (("Health", health), ("Throughput", throughput), ("Latency", latency),
         ("Event time and Kafka", event_time_and_kafka), ("State", state),
         ("Dead letters and late records", side_records), ("Exactly-once sink", sink))
 
@@ -171,7 +209,7 @@ ROWS = (("Health", health), ("Throughput and latency", throughput),
 def build() -> model.Dashboard:
     board = (Dashboard("Statewise").uid(UID).tags(["statewise", "spark", "kafka"])
              .description("Statewise apps' figures from their Prometheus endpoints")
-             .annotation(BUILT_IN).refresh("10s").time("now-1h", "now")
+             .annotation(BUILT_IN).annotation(RESTARTS).refresh("10s").time("now-1h", "now")
              .tooltip(model.DashboardCursorSync.CROSSHAIR)
              .with_variable(DatasourceVariable(DATASOURCE_VARIABLE).label("Prometheus")
                             .type("prometheus"))

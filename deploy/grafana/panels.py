@@ -44,6 +44,13 @@ def per_second(counter: str, by: str) -> str:
     return f"sum by ({by}) (rate({counter}{{{APPS}}}[$__rate_interval]))"
 
 
+def quantile(q: float, histogram: str, by: str) -> str:
+    """The ``q`` quantile of a histogram's observations over the rate interval, per
+    ``by`` (Prometheus interpolates within the bucket it falls in)."""
+    return (f"histogram_quantile({q}, sum by (le, {by}) "
+            f"(rate({histogram}_bucket{{{APPS}}}[$__rate_interval])))")
+
+
 def query(expr: str, legend: str) -> prometheus.Dataquery:
     return prometheus.Dataquery().expr(expr).legend_format(legend)
 

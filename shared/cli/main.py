@@ -171,7 +171,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
                 running = start(spark, app, settings, available_now=available_now,
                                 restore=restore, figures=figures)
                 if monitor is None and not available_now and app.quality_suite is not None:
-                    monitor = start_quality_monitor(spark, app, settings)
+                    monitor = start_quality_monitor(spark, app, settings, figures)
                 log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
                 run_until_stopped(running)
                 return running.writer.sink.stats if running.writer.sink else None

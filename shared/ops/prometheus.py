@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from shared.ops.processes import port_in_use, running_pid, send_signal, stop_process
-from shared.settings import HOME
+from shared.settings import HOME, REPO_ROOT
 
 DEFAULT_HOME = HOME / "var" / "prometheus"
+# The alert rules beside the Grafana dashboard, which `statewise prometheus up` loads.
+ALERT_RULES = REPO_ROOT / "deploy" / "grafana" / "alerts.yml"
 
 
 class PrometheusError(RuntimeError):
@@ -42,6 +44,7 @@ class PrometheusConfig:
     port: int = 9090
     scrape_interval_s: int = 1
     binary: str = "prometheus"
+    rule_files: tuple[Path, ...] = ()  # Prometheus rule files to load (alerts.yml)
 
     @property
     def url(self) -> str:
@@ -54,6 +57,7 @@ class PrometheusConfig:
         return json.dumps({
             "global": {"scrape_interval": every, "scrape_timeout": every,
                        "evaluation_interval": every},
+            "rule_files": [str(path) for path in self.rule_files],
             "scrape_configs": [{"job_name": "statewise",
                                 "static_configs": [{"targets": list(self.targets)}]}],
         }, indent=2) + "\n"
@@ -126,6 +130,13 @@ class LocalPrometheus:
             raise PrometheusError(f"query {promql!r}: {answer}")
         return answer["data"]["result"]
 
+    def alert_rules(self) -> list[str]:
+        """The names of the alerting rules the server loaded (``/api/v1/rules``)."""
+        with urllib.request.urlopen(f"{self.config.url}/api/v1/rules", timeout=5) as reply:
+            groups = json.load(reply)["data"]["groups"]
+        return [rule["name"] for group in groups for rule in group["rules"]
+                if rule["type"] == "alerting"]
+
     def _binary(self) -> str:
         found = shutil.which(self.config.binary)
         if found is None:
@@ -148,11 +159,15 @@ def prometheus_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     if args.action == "up" and not args.target:
         parser.error("up needs at least one --target HOST:PORT")
-    server = LocalPrometheus(PrometheusConfig(tuple(args.target), port=args.port))
+    # A wheel carries no deploy/: the rules load from a clone only.
+    rules = (ALERT_RULES,) if ALERT_RULES.is_file() else ()
+    server = LocalPrometheus(PrometheusConfig(tuple(args.target), port=args.port,
+                                              rule_files=rules))
     if args.action == "up":
         server.start()
         print(f"Prometheus is up on {server.config.url}, scraping "
-              f"{', '.join(args.target)} every second; data in {server.home}")
+              f"{', '.join(args.target)} every second; alert rules: "
+              f"{', '.join(map(str, rules)) or 'none'}; data in {server.home}")
     elif args.action == "down":
         print("Prometheus stopped" if server.stop() else "Prometheus was not running")
     else:

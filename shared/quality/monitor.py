@@ -39,13 +39,15 @@ class QualityMonitor:
                  results_dir: Path, name: str, interval_s: float,
                  clock: Callable[[], datetime] = utc_now,
                  wait: Callable[[float], bool] | None = None,
-                 validate: Validate = validate_sample) -> None:
+                 validate: Validate = validate_sample,
+                 on_summary: Callable[[dict[str, Any]], None] | None = None) -> None:
         if interval_s < 0:
             raise ValueError(f"interval_s must be >= 0 (0 = off), got {interval_s}")
         self.name = name
         self.interval_s = interval_s
         self._sample, self._suite, self._results_dir = sample, suite, Path(results_dir)
         self._clock, self._validate = clock, validate
+        self._on_summary = on_summary  # the app's Prometheus figures, when it serves them
         self._stopped = threading.Event()
         self._wait = wait or self._stopped.wait
         self._thread: threading.Thread | None = None
@@ -94,6 +96,8 @@ class QualityMonitor:
             self.runs += 1
             self.last_summary = summary
             self._log(summary)
+            if self._on_summary is not None:
+                self._on_summary(summary)
         except Exception:
             self.errors += 1
             log.exception("quality monitor %s: validation round failed", self.name)

@@ -60,8 +60,9 @@ def sample_input(spark: SparkSession, app: AppDefinition, settings: PlatformSett
     return decode(reader.load(), app.input_topic.schema, app.name, dead_letter).records.drop(SOURCE)
 
 
-def start_quality_monitor(spark: SparkSession, app: AppDefinition, settings):
-    """Start the app's scheduled validation; returns the monitor (call .stop())."""
+def start_quality_monitor(spark: SparkSession, app: AppDefinition, settings, figures=None):
+    """Start the app's scheduled validation; returns the monitor (call .stop()).
+    ``figures``: the app's Prometheus figures, told each validation's verdict."""
     from shared.quality import QualityMonitor
 
     def sample() -> DataFrame | None:
@@ -73,4 +74,5 @@ def start_quality_monitor(spark: SparkSession, app: AppDefinition, settings):
         sample=sample, suite=lambda: app.quality_suite(settings),
         results_dir=Path(settings.metrics_dir) / "quality", name=app.name,
         interval_s=settings.quality_interval_s if app.quality_suite else 0,
+        on_summary=None if figures is None else figures.quality,
     ).start()

@@ -2,7 +2,9 @@
 
 One endpoint per app process, on a thread of its own, serving the app's
 :class:`~shared.runtime.prometheus.AppFigures` and the Python driver process's own
-figures (``process_*``, ``python_*``; the JVM is another process). Loopback by default
+figures (``process_*``, ``python_*``; the JVM is another process), and ``/ready``: 200
+while a query runs, 503 before the first start and while a failed query is restarted (a
+Kubernetes readiness probe reads it: shared/ops/k8s/spark_app.py). Loopback by default
 (``STATEWISE_METRICS_HOST``): the figures name topics and reasons, and who may read them
 is the operator's choice.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from wsgiref.simple_server import WSGIServer
@@ -23,9 +25,11 @@ from prometheus_client import (
     start_http_server,
 )
 
+from shared.runtime.durations import duration_ms
 from shared.runtime.prometheus import AppFigures
 
 log = logging.getLogger(__name__)
+READY_PATH = "/ready"
 
 
 class MetricsEndpointError(RuntimeError):
@@ -66,7 +70,21 @@ def serve(figures: AppFigures, host: str = "127.0.0.1", port: int = 0) -> Metric
         raise MetricsEndpointError(
             f"cannot serve metrics on {host}:{port} (STATEWISE_METRICS_HOST, "
             f"STATEWISE_METRICS_PORT): {error.strerror or error}") from None
+    server.set_app(with_ready(server.get_app(), figures.ready))
     return MetricsEndpoint(figures, server, thread)
+
+
+def with_ready(metrics_app: Callable, ready: Callable[[], bool]) -> Callable:
+    """``metrics_app`` (prometheus-client's WSGI app), and ``/ready`` beside it."""
+    def app(environ, start_response):
+        if environ.get("PATH_INFO") != READY_PATH:
+            return metrics_app(environ, start_response)
+        status, text = (("200 OK", "ready\n") if ready() else
+                        ("503 Service Unavailable", "not ready: no query runs (starting, "
+                         "restarting after a failure, or stopped)\n"))
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+        return [text.encode()]
+    return app
 
 
 @contextmanager
@@ -76,9 +94,19 @@ def metrics_endpoint(app: str, settings) -> Iterator[AppFigures | None]:
     if not settings.metrics_port:
         yield None
         return
-    endpoint = serve(AppFigures(app), settings.metrics_host, settings.metrics_port)
+    endpoint = serve(AppFigures(app, trigger_interval_s=_seconds(settings.trigger_interval)),
+                     settings.metrics_host, settings.metrics_port)
     log.info("%s: metrics for Prometheus at %s", app, endpoint.url)
     try:
         yield endpoint.figures
     finally:
         endpoint.stop()
+
+
+def _seconds(duration: str) -> float | None:
+    """The trigger interval in seconds; None where it is not a duration (the query's
+    start refuses it, with its setting's name: not this endpoint's to report)."""
+    try:
+        return duration_ms(duration) / 1000
+    except ValueError:
+        return None

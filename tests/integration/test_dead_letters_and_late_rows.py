@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections import Counter
 
 import pytest
@@ -18,6 +19,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from shared.runtime.kafka_io import REASON_HEADER, STAGE_HEADER
+from shared.runtime.metrics import register_metrics_listener
+from shared.runtime.progress_figures import reason_label
 from shared.runtime.prometheus import AppFigures
 from shared.runtime.runner import start
 from shared.settings import PlatformSettings
@@ -62,13 +65,16 @@ BAD_RECORDS = {  # value -> the reason the dead-letter record must give
 
 
 @pytest.fixture()
-def canary(spark, kafka_settings, create_topics):
+def canary(spark, kafka_settings, create_topics, tmp_path):
     create_topics(CANARY_TOPICS.all())
     settings = canary_settings(kafka_settings)
     figures = AppFigures(CANARY.name)
+    # As `statewise run` does: the query's progress reaches the figures too.
+    listener = register_metrics_listener(spark, tmp_path / "metrics", figures=figures)
     running = start(spark, CANARY, settings, figures=figures)
     yield settings, running, figures
     running.stop()
+    spark.streams.removeListener(listener)
 
 
 def counted(figures: AppFigures, name: str, *labels: str) -> Counter:
@@ -79,6 +85,25 @@ def counted(figures: AppFigures, name: str, *labels: str) -> Counter:
     return Counter({tuple(s.labels[label] for label in labels): s.value
                     for family in text_string_to_metric_families(text)
                     for s in family.samples if s.name == name})
+
+
+def wait_for(condition, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not so within {timeout_s} s"
+        time.sleep(0.2)
+
+
+def heard_all(running, figures: AppFigures) -> None:
+    """Wait until the listener (which hears of a batch a moment after it ends) has given
+    the figures every progress the query made."""
+    wait_for(lambda: counted(figures, "statewise_batches_total", "query")[(CANARY.name,)]
+             >= len(running.query.recentProgress), timeout_s=30)
+
+
+def records_read(figures: AppFigures) -> float:
+    return sum(counted(figures, "statewise_input_records_total", "topic", "partition")
+               .values())
 
 
 def topic(settings, spec) -> str:
@@ -92,6 +117,9 @@ def test_bad_records_go_to_dead_letters_and_the_query_keeps_running(canary):
     send_json(bootstrap, source, first, "key")
     running.query.processAllAvailable()
 
+    # The query's first batch has no start offset in Spark's progress: not counted.
+    heard_all(running, figures)
+    read_before = records_read(figures)
     second = [good(f"card-{k}", s, T0 + s * 1000) for k in range(3) for s in range(11, 21)]
     # Text that merely looks like a number given to a string field is no reason.
     second[0] |= {"note": '"key": 5'}
@@ -116,8 +144,21 @@ def test_bad_records_go_to_dead_letters_and_the_query_keeps_running(canary):
     coordinates = {(r.headers["statewise.source.partition"],
                     r.headers["statewise.source.offset"]) for r in dead}
     assert len(coordinates) == len(BAD_RECORDS)
+    # Spark's progress of a real Kafka source, as Prometheus reads it: every record sent
+    # counted once (Spark's numInputRows counts both scans of the source in the plan: 2x),
+    # and a lag for each partition of the topic.
+    heard_all(running, figures)
+    read = records_read(figures)
+    assert read - read_before == len(second) + len(BAD_RECORDS)
+    lag = counted(figures, "statewise_kafka_lag_records", "topic", "partition")
+    partitions = CANARY_TOPICS.inputs[0].partitions
+    assert {key for key in lag if key[0] == source} == \
+        {(source, str(p)) for p in range(partitions)}
+    assert all(waiting >= 0 for waiting in lag.values())
+    # Counted by reason without the settings a reason names (a label holds no setting).
     assert counted(figures, "statewise_dead_letter_records_total", "stage", "reason") == \
-        Counter((r.headers[STAGE_HEADER], r.headers[REASON_HEADER]) for r in dead)
+        Counter((r.headers[STAGE_HEADER], reason_label(r.headers[REASON_HEADER]))
+                for r in dead)
 
 
 def test_rows_behind_the_watermark_go_to_the_late_topic(canary):
@@ -144,7 +185,7 @@ def test_rows_behind_the_watermark_go_to_the_late_topic(canary):
     assert "behind the watermark" in routed[0].headers[REASON_HEADER]
     assert int(routed[0].headers["statewise.watermark"]) == T0 + 50_000
     assert counted(figures, "statewise_late_records_total", "reason") == \
-        {(routed[0].headers[REASON_HEADER],): 1}
+        {("event time at or behind the watermark",): 1}
 
 
 def _sorted(records: list[dict]) -> list[dict]:

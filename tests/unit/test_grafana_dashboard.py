@@ -34,8 +34,8 @@ NOT_SHOWN = {
                                "'Time since the last batch started' panel",
     "statewise_watermark_timestamp_seconds": "an absolute time; the watermark delay panel "
                                              "shows the same watermark against the clock",
-    "statewise_kafka_min_offsets_behind_latest": "the partition least behind calls for no "
-                                                 "action; max and avg are shown",
+    "statewise_build_info": "versions as labels, for joining in a query "
+                            "(`* on (app) group_left (version) statewise_build_info`)",
 }
 SELECTOR = re.compile(r"([A-Za-z_:][\w:]*)\{([^}]*)\}")
 RATE = re.compile(r"rate\((\w+)\{[^}]*\}\[\$__rate_interval\]\)")
@@ -44,9 +44,12 @@ RATE = re.compile(r"rate\((\w+)\{[^}]*\}\[\$__rate_interval\]\)")
 @pytest.fixture(scope="module")
 def exposed(tmp_path_factory) -> dict[str, tuple[str, set[str]]]:
     """Every statewise_* family the collector renders: name -> (type, sample names)."""
-    figures = AppFigures("cap")
+    figures = AppFigures("cap", trigger_interval_s=1.0)
     progress = json.loads((DATA / "progress_kafka_aggregation.json").read_text())
     figures.query_event(progress_record(progress))
+    figures.query_event(progress_record(dict(progress, batchId=2,
+                                             timestamp="2026-11-22T07:24:41.795Z")))
+    figures.quality({"success": False, "unsuccessful": 1, "evaluated": 3})
     guard = StateGuard(app="cap", state="keyed by id", partition_of={0: 0}, figures=figures,
                        bounds=GuardBounds(warn_rows=1, growth_batches=0), warn=lambda _: None)
     guard.after_batch(1, StateFigures(buckets={0: BucketFigures(
@@ -111,12 +114,21 @@ def test_every_exposed_family_is_shown_or_left_out_with_a_reason(board, exposed)
 
 
 def test_counters_are_read_through_rate_and_gauges_as_they_are(board, exposed):
-    counters = {sample for kind, samples in exposed.values() if kind == "counter"
-                for sample in samples}
+    # A histogram's buckets, sum and count are counters too.
+    counters = {sample for kind, samples in exposed.values()
+                if kind in ("counter", "histogram") for sample in samples}
     for expr in expressions(board):
         names = re.findall(r"\bstatewise_\w+", expr)
         rated = RATE.findall(expr)
         assert sorted(rated) == sorted(n for n in names if n in counters), expr
+
+
+def test_restarts_are_annotations_over_the_restart_counter_of_the_chosen_apps(board, exposed):
+    [restarts] = [a for a in board["annotations"]["list"] if a["name"] == "Restarts"]
+    assert restarts["datasource"]["uid"] == "${datasource}"
+    assert restarts["expr"] == \
+        'changes(statewise_query_restarts_total{app=~"$app"}[2m]) > 0'
+    assert "statewise_query_restarts_total" in exposed["statewise_query_restarts"][1]
 
 
 def test_every_panel_asks_the_chosen_data_source_for_the_chosen_apps(board):

@@ -1,7 +1,8 @@
 """The Kubernetes manifests (shared/ops/k8s/, committed under deploy/k8s/<app>/): each one
 valid against the schema its operator publishes (kept in deploy/k8s/schemas/), a
-KafkaTopic for every topic of every app's registry, no secret value anywhere, and the
-committed files what the generator makes now. No cluster: schemas and text only."""
+KafkaTopic for every topic of every app's registry, a PodMonitor that finds the driver's
+metrics port, no secret value anywhere, and the committed files what the generator makes
+now. No cluster: schemas and text only."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from jsonschema import Draft4Validator
 
 from shared.app.loader import registered_apps
 from shared.ops.k8s import spark_app
+from shared.ops.k8s.monitor import pod_monitor
 from shared.ops.k8s.render import DEFAULT_OUT, manifests
 from shared.ops.k8s.settings import K8sSettings
 from shared.ops.k8s.spark_app import driver_env, spark_application
 from shared.ops.k8s.topics import kafka_topics
 from shared.runtime.kafka_clients import KafkaSecurity
+from shared.runtime.metrics_endpoint import READY_PATH
 from shared.settings import from_env, load
 
 SCHEMAS = DEFAULT_OUT / "schemas"
@@ -66,6 +69,50 @@ def test_the_spark_application_is_valid_for_the_spark_operators_schema(name):
 def test_each_kafka_topic_is_valid_for_strimzis_schema(name):
     for topic in kafka_topics(APPS[name], DEFAULTS):
         assert problems(topic, "kafkatopic-v1.json") == [], topic["metadata"]["name"]
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_the_pod_monitor_is_valid_for_the_prometheus_operators_schema(name):
+    assert problems(pod_monitor(APPS[name], DEFAULTS), "podmonitor-v1.json") == []
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_the_pod_monitor_scrapes_the_port_the_driver_serves_its_metrics_on(name):
+    """The PodMonitor's selector matches the driver's labels (and Spark's spark-role),
+    its port is the one the driver declares, on which the app's endpoint listens on every
+    interface; the readiness probe reads /ready there."""
+    app = APPS[name]
+    driver = spark_application(app, DEFAULTS)["spec"]["driver"]
+    monitor = pod_monitor(app, DEFAULTS)["spec"]
+    driver_pod_labels = {**driver["labels"], "spark-role": "driver"}
+    assert monitor["selector"]["matchLabels"].items() <= driver_pod_labels.items()
+    [endpoint] = monitor["podMetricsEndpoints"]
+    [port] = [p for p in driver["ports"] if p["name"] == endpoint["port"]]
+    environ = {e["name"]: e.get("value", "from-a-secret") for e in driver["env"]}
+    settings = load(app.settings_type, [], environ)
+    assert (settings.metrics_port, settings.metrics_host) == (port["containerPort"], "0.0.0.0")
+    assert endpoint["path"] == "/metrics"
+    [container] = driver["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"] == {"path": READY_PATH,
+                                                      "port": port["containerPort"]}
+    assert "livenessProbe" not in container
+
+
+def test_the_ui_is_off_unless_asked_for_and_then_behind_the_operators_service():
+    app = APPS["fraud"]
+    quiet = spark_application(app, DEFAULTS)["spec"]
+    assert "sparkUIOptions" not in quiet and "spark.ui.port" not in quiet["sparkConf"]
+    assert load(app.settings_type, [], {e["name"]: e.get("value", "x")
+                                        for e in quiet["driver"]["env"]}).spark_ui is False
+
+    asked = dataclasses.replace(DEFAULTS, spark_ui=True)
+    manifest = spark_application(app, asked)
+    spec = manifest["spec"]
+    # The operator's UI service (<name>-ui-svc) forwards its servicePort to spark.ui.port.
+    assert spec["sparkUIOptions"]["servicePort"] == int(spec["sparkConf"]["spark.ui.port"])
+    environ = {e["name"]: e.get("value", "x") for e in spec["driver"]["env"]}
+    assert load(app.settings_type, [], environ).spark_ui is True
+    assert problems(manifest, "sparkapplication-v1beta2.json") == []
 
 
 def test_the_strict_schema_refuses_a_misspelled_field_and_a_wrong_type():
@@ -178,3 +225,14 @@ def test_the_committed_yaml_reads_back_as_the_manifests():
         (application,) = reader.load_all((DEFAULT_OUT / name / "sparkapplication.yaml")
                                          .read_text())
         assert application == spark_application(app, DEFAULTS)
+        (monitor,) = reader.load_all((DEFAULT_OUT / name / "podmonitor.yaml").read_text())
+        assert monitor == pod_monitor(app, DEFAULTS)
+
+
+def test_a_scrape_interval_the_pod_monitor_cannot_take_is_refused_with_its_variable():
+    from shared.settings import EnvironmentValueError
+
+    with pytest.raises(EnvironmentValueError, match="STATEWISE_K8S_SCRAPE_INTERVAL"):
+        from_env(K8sSettings, {"STATEWISE_K8S_SCRAPE_INTERVAL": "15"})
+    settings = from_env(K8sSettings, {"STATEWISE_K8S_SCRAPE_INTERVAL": "1m30s"})
+    assert problems(pod_monitor(APPS["iot"], settings), "podmonitor-v1.json") == []

@@ -61,3 +61,21 @@ def test_serve_on_port_zero_picks_a_free_one_and_says_where():
         assert "statewise_sink_batches_total" in scrape(endpoint.url)
     finally:
         endpoint.stop()
+
+
+def test_ready_answers_503_until_a_query_runs_and_while_it_restarts():
+    figures = AppFigures("cap")
+    endpoint = serve(figures)
+    ready = f"http://{endpoint.address}/ready"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            scrape(ready)
+        assert refused.value.code == 503
+        figures.query_event({"event": "started", "queryName": "cap"})
+        assert scrape(ready) == "ready\n"
+        figures.query_event({"event": "terminated", "queryName": "cap"})
+        with pytest.raises(urllib.error.HTTPError):
+            scrape(ready)
+        assert "statewise_query_active" in scrape(endpoint.url)  # /metrics unchanged
+    finally:
+        endpoint.stop()

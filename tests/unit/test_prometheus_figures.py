@@ -27,6 +27,7 @@ from pyspark.sql.streaming.listener import (
 from shared.keyed.bucketed.figures import BucketFigures, StateFigures
 from shared.runtime import prometheus
 from shared.runtime.metrics import MetricsListener, progress_record
+from shared.runtime.progress_figures import reason_label
 from shared.runtime.prometheus import AppFigures
 from shared.runtime.restarts import RestartBudget, RestartPolicy
 from shared.runtime.runner import note_restart
@@ -57,15 +58,23 @@ def value(found: dict, name: str, **labels: str) -> float:
     return found[name, frozenset(labels.items())]
 
 
-def test_a_progress_line_gives_rates_duration_watermark_state_and_kafka_lag(progress):
+def test_a_progress_line_gives_counters_histograms_watermark_state_and_kafka_lag(progress):
     figures = AppFigures("cap", clock=lambda: NOW)
     figures.query_event(progress_record(progress))
 
     found = samples(figures)
-    assert value(found, "statewise_input_rows_per_second", **QUERY) == 9.5
-    assert value(found, "statewise_processed_rows_per_second", **QUERY) == 119.1
-    assert value(found, "statewise_batch_duration_seconds", **QUERY) == 0.831
-    assert value(found, "statewise_batch_input_rows", **QUERY) == 99
+    assert value(found, "statewise_batches_total", **QUERY) == 1
+    # endOffset - startOffset per partition: 83 - 42 and 115 - 57 (numInputRows is 99)
+    read = {**QUERY, "topic": "cap.events"}
+    assert value(found, "statewise_input_records_total", **read, partition="0") == 41
+    assert value(found, "statewise_input_records_total", **read, partition="1") == 58
+    assert value(found, "statewise_batch_duration_seconds_count", **QUERY) == 1
+    assert value(found, "statewise_batch_duration_seconds_sum", **QUERY) == 0.831
+    assert value(found, "statewise_batch_duration_seconds_bucket", **QUERY, le="1.0") == 1
+    assert value(found, "statewise_batch_duration_seconds_bucket", **QUERY, le="0.5") == 0
+    # walCommit 105 ms + commitOffsets 50 ms
+    assert value(found, "statewise_checkpoint_commit_duration_seconds_sum", **QUERY) == \
+        pytest.approx(0.155)
     assert value(found, "statewise_last_batch_id", **QUERY) == 1
     assert value(found, "statewise_query_active", **QUERY) == 1
     watermark = datetime.fromisoformat("2026-11-22T07:23:51.897Z").timestamp()
@@ -76,9 +85,67 @@ def test_a_progress_line_gives_rates_duration_watermark_state_and_kafka_lag(prog
     operator = {**QUERY, "operator": "stateStoreSave"}
     assert value(found, "statewise_state_rows", **operator) == 21
     assert value(found, "statewise_state_memory_bytes", **operator) == 1837588
-    source = {**QUERY, "source": "KafkaV2[Subscribe[cap.events]]"}
-    assert value(found, "statewise_kafka_avg_offsets_behind_latest", **source) == 1.0
-    assert value(found, "statewise_kafka_max_offsets_behind_latest", **source) == 1
+    assert value(found, "statewise_state_disk_bytes", **operator) == 0
+    # The records each partition held when the batch was planned: latest - start offset
+    # (Spark's offsets behind latest, latest - end, are 1 here and 0 without a rate limit).
+    partition = {**QUERY, "topic": "cap.events"}
+    assert value(found, "statewise_kafka_lag_records", **partition, partition="0") == 84 - 42
+    assert value(found, "statewise_kafka_lag_records", **partition, partition="1") == 116 - 57
+    assert not [name for name, _ in found if "per_second" in name or "offsets_behind" in name]
+    [build] = [dict(labels) for name, labels in found if name == "statewise_build_info"]
+    assert build["app"] == "cap" and build["version"] == "0.1.0"
+    assert build["pyspark_version"].startswith("4.")
+
+
+def test_the_next_batch_bounds_the_end_to_end_latency_and_idle_empties_the_lag(progress):
+    figures = AppFigures("cap", clock=lambda: NOW)
+    figures.query_event(progress_record(progress))  # started 07:24:31.795
+    assert not [name for name, _ in samples(figures) if "end_to_end" in name]  # no bound yet
+    later = dict(progress, batchId=2, timestamp="2026-11-22T07:24:41.795Z")
+    figures.query_event(progress_record(later))
+
+    found = samples(figures)
+    # A record of batch 2 came after batch 1 was planned: 10 s before batch 2 started,
+    # which took 0.831 s.
+    assert value(found, "statewise_end_to_end_latency_seconds_sum", **QUERY) == \
+        pytest.approx(10.831)
+    assert value(found, "statewise_input_records_total", **QUERY, topic="cap.events",
+                 partition="1") == 2 * 58
+    figures.query_event({"event": "idle", "queryName": "cap_counts"})
+    lag = {**QUERY, "topic": "cap.events", "partition": "0"}
+    assert value(samples(figures), "statewise_kafka_lag_records", **lag) == 0
+
+
+def test_a_reason_label_keeps_the_check_and_its_column_not_its_settings():
+    late = "event time at or behind the watermark (allowed lateness 30 seconds)"
+    assert reason_label(late) == "event time at or behind the watermark"
+    assert reason_label("event_time_within(column=ts, past=1h, future=5m)") == \
+        "event_time_within(column=ts)"
+    assert reason_label("field 'amount' is not a finite number") == \
+        "field 'amount' is not a finite number"
+    figures = AppFigures("cap")
+    figures.sink_batch(summarize(1, [{"partition": 0, "outcome": "written", "records": 1,
+                                      "txn_ms": 40.0, "producers_started": 0, "side": [
+        {"stage": "late", "reason": late, "records": 3}]}]))
+    found = samples(figures)
+    assert value(found, "statewise_late_records_total", app="cap",
+                 reason="event time at or behind the watermark") == 3
+    assert value(found, "statewise_sink_commit_duration_seconds_sum", app="cap") == 0.04
+
+
+def test_quality_verdicts_are_counted_and_ready_follows_the_query(progress):
+    figures = AppFigures("cap")
+    assert not figures.ready()  # before the first start
+    figures.query_event(progress_record(progress))
+    assert figures.ready()
+    figures.query_event({"event": "terminated", "queryName": "cap_counts"})
+    assert not figures.ready()  # the runner restarts it
+    figures.quality({"success": False, "unsuccessful": 2, "evaluated": 9})
+    figures.quality({"success": True, "unsuccessful": 0, "evaluated": 9})
+    found = samples(figures)
+    assert value(found, "statewise_quality_validations_total", app="cap", result="failed") == 1
+    assert value(found, "statewise_quality_validations_total", app="cap", result="passed") == 1
+    assert value(found, "statewise_quality_failed_expectations", app="cap") == 0
 
 
 def test_keyed_state_restarts_and_the_sinks_outcomes_are_counted(tmp_path):
@@ -141,7 +208,7 @@ def test_the_listener_feeds_every_line_it_writes(tmp_path, progress):
 
     found = samples(figures)
     assert value(found, "statewise_query_active", **QUERY) == 0
-    assert value(found, "statewise_input_rows_per_second", **QUERY) == 9.5  # kept
+    assert value(found, "statewise_batches_total", **QUERY) == 1  # kept
 
 
 def test_no_watermark_yet_shows_no_watermark_and_twin_operators_stay_apart(progress):
@@ -174,3 +241,18 @@ def test_a_feed_that_cannot_read_its_record_logs_and_never_raises(caplog):
 def test_the_sink_outcomes_named_here_are_the_sinks():
     assert (prometheus.WRITTEN, prometheus.SKIPPED, prometheus.EMPTY) == \
         (sink_task.WRITTEN, sink_task.SKIPPED, sink_task.EMPTY)
+
+
+def test_a_scheduled_validation_tells_the_figures_its_verdict(tmp_path):
+    from shared.quality.monitor import QualityMonitor
+
+    figures = AppFigures("cap")
+    verdict = {"success": False, "unsuccessful": 2, "evaluated": 5, "path": "p",
+               "failed": [{"expectation": "a"}, {"expectation": "b"}]}
+    monitor = QualityMonitor(sample=lambda: "a sample", suite="a suite",
+                             results_dir=tmp_path, name="cap", interval_s=0,
+                             validate=lambda *_, **__: verdict, on_summary=figures.quality)
+    assert monitor.run_once() == verdict
+    found = samples(figures)
+    assert value(found, "statewise_quality_validations_total", app="cap", result="failed") == 1
+    assert value(found, "statewise_quality_failed_expectations", app="cap") == 2

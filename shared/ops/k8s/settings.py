@@ -5,13 +5,26 @@ manifests committed under deploy/k8s/ are made with the defaults."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from shared.settings import AtLeast, OneOf, PlatformSettings, setting
+from shared.settings import AtLeast, Between, OneOf, PlatformSettings, setting
 
 # The default of the apps' own setting, so that the executors' memory overhead below is
 # sized for the RocksDB bound the apps run with.
 _ROCKSDB_MB = PlatformSettings.__dataclass_fields__["rocksdb_memory_mb"].default
+# Prometheus's duration syntax, as the PodMonitor's schema checks it (without 0: no scrapes).
+_PROMETHEUS_DURATION = re.compile(r"(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
+
+
+def prometheus_duration(text: str) -> str:
+    text = text.strip()
+    if not text or not _PROMETHEUS_DURATION.fullmatch(text) or not re.search(r"[1-9]", text):
+        raise ValueError(f"not a Prometheus duration such as 15s or 1m: {text!r}")
+    return text
+
+
+prometheus_duration.__name__ = "a Prometheus duration (15s, 1m)"
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,19 @@ class K8sSettings:
         1024, "STATEWISE_K8S_PYTHON_MEMORY_MB",
         "the rest of the executors' memory overhead: their Python workers (pandas, "
         "pyarrow) and the JVM's own native memory", convert=AtLeast(0))
+    metrics_port: int = setting(
+        9404, "STATEWISE_K8S_METRICS_PORT",
+        "the driver's metrics endpoint (STATEWISE_METRICS_PORT on all the pod's "
+        "interfaces): /metrics for the PodMonitor, /ready for the readiness probe",
+        convert=Between(1, 65535))
+    scrape_interval: str = setting(
+        "15s", "STATEWISE_K8S_SCRAPE_INTERVAL",
+        "how often Prometheus scrapes the driver (the PodMonitor's interval, Prometheus's "
+        "duration syntax)", convert=prometheus_duration)
+    spark_ui: bool = setting(
+        False, "STATEWISE_K8S_SPARK_UI",
+        "serve the Spark UI in the driver, reachable through the Spark operator's UI "
+        "service (<app>-ui-svc, port 4040; its Helm value controller.uiService.enable)")
     restart_retries: int = setting(
         3, "STATEWISE_K8S_RESTART_RETRIES",
         "times the operator resubmits an app whose driver failed (the app restarts a "

@@ -11,6 +11,14 @@ the brokers' CA (the Kafka clients on the executors open it).
 
 ``env``, ``volumes`` and ``podSecurityContext`` are put into the pods by the operator's
 mutating webhook, which its Helm chart enables by default.
+
+To be watched: the driver serves the app's figures on ``metrics_port`` of the pod's
+address (the port named ``metrics``, which the PodMonitor of shared/ops/k8s/monitor.py
+scrapes), and its readiness probe reads ``/ready`` there, which fails before the query
+starts and while the app restarts a failed query (shared/runtime/metrics_endpoint.py).
+No liveness probe: a driver that stops answering is a JVM or Python process the kubelet
+cannot revive by restarting one container of it (Spark's driver pod never restarts its
+container), and a probe that killed it would cost the resubmission budget.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from shared.app.definition import AppDefinition
 from shared.ops.k8s import pins
 from shared.ops.k8s.labels import app_labels, checked_name
 from shared.ops.k8s.settings import K8sSettings
+from shared.runtime.metrics_endpoint import READY_PATH
 from shared.settings import PlatformSettings
 
 API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -35,6 +44,11 @@ CA_VOLUME, CA_MOUNT, CA_KEY = "kafka-ca", "/etc/statewise/kafka-ca", "ca.crt"
 # Strimzi: SCRAM-SHA-512 is the SCRAM it offers; a KafkaUser's Secret holds "password".
 SECURITY_PROTOCOL, SASL_MECHANISM, PASSWORD_KEY = "SASL_SSL", "SCRAM-SHA-512", "password"
 SPARK_UID = 185  # the official Spark images' spark user, which the pods run as
+METRICS_PORT_NAME = "metrics"
+SPARK_UI_PORT = 4040  # Spark's default spark.ui.port, which the operator's UI service targets
+# Spark's name for the driver's container; a pod template's container of this name is the
+# one Spark builds the driver from (spark.kubernetes.driver.podTemplateContainerName).
+DRIVER_CONTAINER = "spark-kubernetes-driver"
 # The connector jars in the image, where the app's session looks for them (spark.jars).
 CONNECTOR_JARS = IMAGE_ROOT / ".cache" / "jars" / "spark-kafka"  # bootstrap's, in the image
 
@@ -57,6 +71,10 @@ def driver_settings(settings: K8sSettings) -> dict[str, str]:
         "kafka_sasl_mechanism": SASL_MECHANISM,
         "kafka_sasl_username": settings.kafka_user,
         "kafka_ssl_ca_location": f"{CA_MOUNT}/{CA_KEY}",
+        # The pod's own address is not known here: every interface of the pod.
+        "metrics_host": "0.0.0.0",  # noqa: S104 - the pod's network, scraped by Prometheus
+        "metrics_port": str(settings.metrics_port),
+        "spark_ui": str(settings.spark_ui).lower(),
     }
 
 
@@ -119,6 +137,35 @@ def _restart_policy(settings: K8sSettings) -> dict[str, Any]:
     }
 
 
+def _readiness(settings: K8sSettings) -> dict[str, Any]:
+    """The driver's readiness probe, through a pod template: the SparkApplication's driver
+    spec has no probe field, and Spark keeps what a template's container declares."""
+    probe = {"httpGet": {"path": READY_PATH, "port": settings.metrics_port},
+             # The session starts in tens of seconds; a restart pauses up to a minute.
+             "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 5,
+             "failureThreshold": 3}
+    return {"spec": {"containers": [{"name": DRIVER_CONTAINER, "readinessProbe": probe}]}}
+
+
+def _watched_driver(settings: K8sSettings) -> dict[str, Any]:
+    """What the driver spec holds for Prometheus and the readiness probe."""
+    return {
+        "ports": [{"name": METRICS_PORT_NAME, "containerPort": settings.metrics_port,
+                   "protocol": "TCP"}],
+        "template": _readiness(settings),
+    }
+
+
+def _ui_conf(settings: K8sSettings) -> dict[str, str]:
+    """The UI's port pinned where the operator's service looks for it (spark.ui.port),
+    when the UI is asked for; otherwise the UI is off (the driver's STATEWISE_SPARK_UI)."""
+    return {"spark.ui.port": str(SPARK_UI_PORT)} if settings.spark_ui else {}
+
+
+def _ui_service(settings: K8sSettings) -> dict[str, Any]:
+    return {"sparkUIOptions": {"servicePort": SPARK_UI_PORT}} if settings.spark_ui else {}
+
+
 def spark_application(app: AppDefinition, settings: K8sSettings) -> dict[str, Any]:
     image = settings.image or f"statewise:{pins.project_version()}"
     executor_overhead = f"{settings.rocksdb_memory_mb + settings.python_memory_mb}m"
@@ -144,7 +191,9 @@ def spark_application(app: AppDefinition, settings: K8sSettings) -> dict[str, An
                 # The driver's JVM starts before Python does, so the session's spark.jars
                 # (these jars) reaches the executors only: the driver needs them here.
                 "spark.driver.extraClassPath": f"{CONNECTOR_JARS}/*",
+                **_ui_conf(settings),
             },
+            **_ui_service(settings),
             "restartPolicy": _restart_policy(settings),
             "volumes": _volumes(settings),
             "driver": {
@@ -152,6 +201,7 @@ def spark_application(app: AppDefinition, settings: K8sSettings) -> dict[str, An
                        settings.driver_memory_overhead),
                 "serviceAccount": settings.service_account,
                 "env": driver_env(app, settings),
+                **_watched_driver(settings),
             },
             "executor": {
                 **_pod(app, settings.executor_cores, settings.executor_memory,
