@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from shared.runtime.durations import InUnit, SparkDuration, unit_of
+
 # The folder holding the ``shared`` and ``apps`` packages: a clone's root, or
 # site-packages when installed from the wheel. Source files only: nothing is written here.
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -155,7 +157,8 @@ class PlatformSettings:
         "the address the metrics endpoint listens on (0.0.0.0: every interface, for a "
         "Prometheus on another machine)")
     trigger_interval: str = setting(
-        "1 second", "STATEWISE_TRIGGER_INTERVAL", "micro-batch trigger interval")
+        "1 second", "STATEWISE_TRIGGER_INTERVAL", "micro-batch trigger interval",
+        convert=SparkDuration())
     max_offsets_per_trigger: int = setting(
         200_000, "STATEWISE_MAX_OFFSETS_PER_TRIGGER",
         "cap on Kafka records read per micro-batch (0 = no cap). A catch-up after an "
@@ -302,10 +305,12 @@ _NOT_A = {int: "not an integer", float: "not a number",
           _parse_bool: "not a boolean (1/0, true/false, yes/no, on/off)"}
 
 
-def _converter(tp: Any):
+def _converter(tp: Any, name: str = ""):
     tp = _unwrap_optional(tp)
     if tp is bool:
         return _parse_bool
+    if tp in (int, float) and unit_of(name):  # restart_window_s: 600 or 10min
+        return InUnit(unit_of(name), integer=tp is int)
     if tp in (int, float, str, Path):
         return tp
     raise TypeError(f"unsupported setting type {tp!r}")
@@ -341,15 +346,21 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[s
             f"{f.metadata['env']}: {f.metadata['help']}" for f in secrets) if secrets else None)
     for field in fields:
         env = field.metadata["env"]
-        convert = field.metadata.get("convert") or _converter(hints[field.name])
+        convert = field.metadata.get("convert") or _converter(hints[field.name], field.name)
         default = _from_environment(env, convert, environ, field.metadata.get("secret")) \
             if env in environ else field.default
         if field.metadata.get("secret"):
             parser.set_defaults(**{field.name: default})
             continue
+        described = f"{field.metadata['help']} [env {env}; default {field.default}]"
+        if convert is _parse_bool:  # a flag: --name sets it, --no-name clears it
+            flag = group.add_argument(_flag(field.name), dest=field.name, default=default,
+                                      action=argparse.BooleanOptionalAction)
+            flag.help = described  # not argparse's "(default: ...)" as well: said already
+            continue
         group.add_argument(
             _flag(field.name), dest=field.name, type=convert, default=default,
-            metavar=env, help=f"{field.metadata['help']} [env {env}; default {field.default}]")
+            metavar=env, help=described)
 
 
 def from_namespace(cls: type[S], namespace: argparse.Namespace) -> S:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shared.cli.demo_io import print_outputs, produce, report_progress, say
+from shared.cli.parsing import CommandParser
 from shared.runtime import kafka_clients
 from shared.settings import HOME, PlatformSettings, from_env
 
@@ -76,8 +77,8 @@ def chosen_apps(apps: dict[str, AppDefinition], named: str | None,
 
 
 def _parser(apps: list[AppDefinition], shown_name: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"statewise demo {shown_name}", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog=f"statewise demo {shown_name}", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     rates = ", ".join(f"{app.name} {app.demo.rate:g}" for app in apps)
     parser.add_argument("--rate", type=float, default=None,
                         help=f"input records per second, for each app (default: {rates})")

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
+from shared.cli.parsing import CommandParser
 from shared.ops.topics import BrokerUnreachable, TooFewBrokers
 from shared.runtime import kafka_clients
 from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
@@ -97,8 +98,8 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
 
 
 def _run_parser(app: AppDefinition) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"statewise run {app.name}",
-                                     description=app.description)
+    parser = CommandParser(prog=f"statewise run {app.name}",
+                           description=app.description)
     parser.add_argument("--available-now", action="store_true",
                         help="process what is in Kafka now, then exit (catch-up runs, tests)")
     parser.add_argument("--mode", choices=("micro-batch", "realtime"), default="micro-batch",
@@ -225,7 +226,7 @@ def _add_metrics_listener(spark, settings: PlatformSettings,
 
 
 def _broker_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="statewise broker", description="the local Kafka (KRaft) that the commands "
         "use by default: start it, stop it, or say whether it runs. One node unless "
         "--nodes says more: a cluster whose topics get 3 replicas, min ISR 2")
@@ -318,8 +319,8 @@ def _topics_main(argv: Sequence[str]) -> int:
     from shared.ops.topics import provision_on
 
     apps = registered_apps()
-    parser = argparse.ArgumentParser(prog="statewise topics",
-                                     description="create every app's topics (idempotent)")
+    parser = CommandParser(prog="statewise topics",
+                           description="create every app's topics (idempotent)")
     parser.add_argument("--app", choices=sorted(apps), default=None)
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
@@ -349,8 +350,8 @@ def _control_main(argv: Sequence[str]) -> int:
     from shared.ops.topics import provision_on
 
     apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
-    parser = argparse.ArgumentParser(prog="statewise control",
-                                     description="change a threshold while the app runs")
+    parser = CommandParser(prog="statewise control",
+                           description="change a threshold while the app runs")
     parser.add_argument("app", choices=sorted(apps))
     parser.add_argument("param", help="a threshold the app reads from its control topic "
                                       "(see the app's README; a wrong one lists them)")
@@ -506,8 +507,8 @@ def _command_parser(prog: str, description: str, commands: Mapping[str, str],
     """A parser that picks a command and leaves the rest of the line to the command's own
     parser: so ``prog COMMAND --help`` shows that command's flags only, and the settings'
     environment variables and the apps are read only by a command that uses them."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
-                                     formatter_class=_CommandsHelp)
+    parser = CommandParser(prog=prog, description=description, epilog=epilog,
+                           formatter_class=_CommandsHelp)
     choices = parser.add_subparsers(dest="command", metavar=metavar, title="commands")
     for name, summary in commands.items():
         # No flags, not even -h: parse_known_args hands everything after the name over.
