@@ -121,8 +121,21 @@ def report_progress(running, prefix: str, stop: threading.Event) -> None:
         progress = running.query.lastProgress
         if progress and progress["batchId"] != last_batch:
             last_batch = progress["batchId"]
-            states = progress.get("stateOperators") or [{}]
             say(f"{prefix}batch {last_batch}: {progress['numInputRows']} rows read, "
                 f"{progress.get('processedRowsPerSecond', 0):,.0f} rows/s, "
-                f"{states[0].get('numRowsTotal', 0)} state rows, "
+                f"{state_phrase(running, progress)}, "
                 f"watermark {progress.get('eventTime', {}).get('watermark', '-')}")
+
+
+def state_phrase(running, progress: dict) -> str:
+    """The app's state in the status line. A keyed app's Spark state rows are its
+    buckets, each holding many keys: its keys are summed from the buckets' own figures,
+    the keys statewise state counts (of the buckets called since the query started: after
+    a restart, a bucket not called yet is not in the sum)."""
+    state = running.writer.state
+    if state is None:
+        rows = sum(s.get("numRowsTotal", 0) for s in progress.get("stateOperators") or [])
+        return f"{rows:,} state rows"
+    buckets = state.figures.value.buckets
+    keys = sum(f.keys for f in buckets.values())
+    return f"{keys:,} keys in {len(buckets)} state buckets"

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from apps.fraud.settings import FraudSettings
 from shared.cli import main as cli
 from shared.cli.checkpoint_arg import app_checkpoint
+from shared.cli.demo_io import state_phrase
 from shared.cli.savepoint import saved_line
+from shared.keyed.bucketed.figures import BucketFigures, StateFigures
 from shared.keyed.savepoint.manifest import Manifest
 from shared.runtime.durations import duration_ms, spark_duration
 from shared.runtime.spark import LOG4J_CONFIG
@@ -121,3 +124,16 @@ def test_spark_loggers_that_warn_in_normal_operation_are_raised_to_error():
         == "error"
     assert levels["org.apache.spark.sql.kafka010.consumer.InternalKafkaConsumerPool"] \
         == "error"
+
+
+def test_the_demos_status_counts_a_keyed_apps_keys_not_its_spark_state_rows():
+    figures = StateFigures(buckets={0: BucketFigures(keys=30_000, rows=31_000, bytes=None,
+                                                     evicted_keys_total=0),
+                                    1: BucketFigures(keys=24_922, rows=25_000, bytes=None,
+                                                     evicted_keys_total=0)})
+    keyed = SimpleNamespace(writer=SimpleNamespace(
+        state=SimpleNamespace(figures=SimpleNamespace(value=figures))))
+    progress = {"stateOperators": [{"numRowsTotal": 24}]}
+    assert state_phrase(keyed, progress) == "54,922 keys in 2 state buckets"
+    native = SimpleNamespace(writer=SimpleNamespace(state=None))
+    assert state_phrase(native, progress) == "24 state rows"
