@@ -130,7 +130,9 @@ class PlatformSettings:
     checkpoint_dir: str = setting(
         str(HOME / "var" / "checkpoints"), "STATEWISE_CHECKPOINT_DIR",
         "root folder of checkpoints; each app query gets a subfolder. "
-        "On a cluster this must be a shared filesystem (HDFS, S3, NFS)")
+        "On a cluster: a filesystem every node reaches, HDFS (hdfs://) or an NFS mount at "
+        "the same path; not S3 (no S3 filesystem is installed, and Spark checkpoints need "
+        "an atomic rename: deploy/cluster/README.md)")
     metrics_dir: Path = setting(
         HOME / "var" / "metrics", "STATEWISE_METRICS_DIR",
         "folder for per-batch metrics as JSON lines")
@@ -176,8 +178,9 @@ class PlatformSettings:
     fail_on_data_loss: bool = setting(
         True, "STATEWISE_FAIL_ON_DATA_LOSS",
         "stop when input the checkpoint still has to read is gone from Kafka (retention "
-        "deleted it, a topic was recreated); false skips it with Spark's warning and "
-        "carries on: the records lost are not counted (docs/operations.md)")
+        "deleted it, a topic was recreated): exit 78; false carries on without it: what "
+        "the check before each start finds is counted (statewise_input_lost_records), a "
+        "gap Spark skips while the query runs only logged (docs/operations.md)")
     spark_ui: bool = setting(
         False, "STATEWISE_SPARK_UI", "serve the Spark UI (bound to 127.0.0.1 only)")
     driver_jit: str = setting(

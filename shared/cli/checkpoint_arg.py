@@ -27,9 +27,9 @@ def is_checkpoint(folder: Path) -> bool:
 
 
 def app_checkpoint(given: str, app_name: str) -> str:
-    """The app's checkpoint that ``given`` names (see the module's doc). A URI (hdfs://,
-    s3a://) or a folder holding none is taken as given: the command then says that it
-    holds no committed batch."""
+    """The app's checkpoint that ``given`` names (see the module's doc). A URI (hdfs://)
+    or a folder holding none is taken as given: the command then says that it holds no
+    committed batch."""
     if "://" in given and not given.startswith("file:"):
         return given
     folder = Path(given.removeprefix("file:"))
