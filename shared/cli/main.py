@@ -18,6 +18,7 @@
     statewise repartition APP --partitions N (Spark's in-place state repartition)
     statewise new NAME                     (a new app from the template: apps/NAME/)
     statewise k8s [APP ...] [--out DIR]    (Kubernetes manifests: deploy/k8s/README.md)
+    statewise reference APP|--write        (an app's reference: docs/reference/APP.md)
 APP: an installed app (the ``statewise.apps`` entry points) or an app folder
 (apps/NAME/app.py defining APP), shared/app/loader.py.
 Every command prints what it does; ``statewise COMMAND --help`` lists that command's
@@ -446,6 +447,12 @@ def _new_main(argv: Sequence[str]) -> int:
     return new_main(argv)
 
 
+def _reference_main(argv: Sequence[str]) -> int:
+    from shared.cli.reference import reference_main
+
+    return reference_main(argv)
+
+
 def _k8s_main(argv: Sequence[str]) -> int:
     from shared.ops.k8s.render import k8s_main
 
@@ -496,6 +503,8 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "soak": ("random faults against one app while input arrives, then its outputs "
              "checked against its replay and oracle (--minutes N)", _soak_main),
     "new": ("create a new app from the template (apps/NAME/ and its tests)", _new_main),
+    "reference": ("an app's reference from its code: topics, record schemas, settings, "
+                  "guarantees (--write: docs/reference/)", _reference_main),
     "k8s": ("write Kubernetes manifests: per app a Spark operator SparkApplication and "
             "its Strimzi KafkaTopics", _k8s_main),
 }
