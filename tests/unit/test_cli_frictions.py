@@ -10,10 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
+from shared.cli import demo
 from shared.cli import main as cli
 from shared.cli.checkpoint_arg import app_checkpoint
-from shared.cli.demo_io import state_phrase
+from shared.cli.demo_io import quality_lines, state_phrase
 from shared.cli.savepoint import saved_line
 from shared.keyed.bucketed.figures import BucketFigures, StateFigures
 from shared.keyed.savepoint.manifest import Manifest
@@ -137,3 +139,19 @@ def test_the_demos_status_counts_a_keyed_apps_keys_not_its_spark_state_rows():
     assert state_phrase(keyed, progress) == "54,922 keys in 2 state buckets"
     native = SimpleNamespace(writer=SimpleNamespace(state=None))
     assert state_phrase(native, progress) == "24 state rows"
+
+
+def test_the_demo_validates_every_minute_and_says_its_bad_records_fail_on_purpose(tmp_path):
+    args = demo._parser([FRAUD_APP], "fraud").parse_args(["--work-dir", str(tmp_path)])
+    settings = demo.demo_settings(FRAUD_APP, "127.0.0.1:9092", "a-cluster", args)
+    assert settings.quality_interval_s == demo.DEMO_QUALITY_INTERVAL_S <= 60
+    summary = {"success": False, "evaluated": 14, "unsuccessful": 1, "page": "/p/index.html",
+               "failed": [{"expectation": "amount is not null", "unexpected_percent": 0.05}]}
+    assert quality_lines(summary) == [
+        "data quality: 1 of 14 expectations failed, as expected here: the demo sends a few "
+        "bad records on purpose, which the app dead-letters (a share far above the "
+        "generator's is not)",
+        "  amount is not null: 0.05% of the sample",
+        "  page: /p/index.html"]
+    assert quality_lines({**summary, "success": True, "failed": []})[0] == \
+        "data quality: all 14 expectations met"
