@@ -45,3 +45,16 @@ def app_checkpoint(given: str, app_name: str) -> str:
         print(f"{len(found)} checkpoints of {app_name} under {given} (one per Kafka "
               f"cluster); reading the newest, {newest}", file=sys.stderr)
     return str(newest)
+
+
+# Warns "StateStoreCoordinator endpoint not available" at each state store a session of
+# its own opens to read a checkpoint (statewise state, savepoint: 6 to 8 lines a read):
+# only a running query registers the coordinator, and a reader needs none.
+STATE_READER_NOISE = "org.apache.spark.sql.execution.streaming.state.StateStoreProvider"
+
+
+def quiet_state_reader(spark) -> None:
+    """In the session of a command that reads a checkpoint, and there only: a running
+    app's session keeps the warning, where it would mean something."""
+    log4j = spark._jvm.org.apache.logging.log4j
+    log4j.core.config.Configurator.setLevel(STATE_READER_NOISE, log4j.Level.ERROR)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
-from shared.cli.checkpoint_arg import CHECKPOINT_HELP, app_checkpoint
+from shared.cli.checkpoint_arg import CHECKPOINT_HELP, app_checkpoint, quiet_state_reader
 from shared.cli.parsing import CommandParser
 from shared.cli.state_format import iso_ms
 from shared.keyed.bucketed.spec import BucketedSpecError
@@ -157,6 +157,7 @@ class _session:
             from shared.runtime.spark import build_session
 
             self.spark = build_session(self.settings, self.name)
+            quiet_state_reader(self.spark)
         return self.spark
 
     def __exit__(self, *exc) -> None:

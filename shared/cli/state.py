@@ -22,7 +22,7 @@ from pyspark.errors import PySparkException
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
-from shared.cli.checkpoint_arg import CHECKPOINT_HELP, app_checkpoint
+from shared.cli.checkpoint_arg import CHECKPOINT_HELP, app_checkpoint, quiet_state_reader
 from shared.cli.parsing import CommandParser
 from shared.cli.state_format import (
     Committed,
@@ -62,6 +62,7 @@ def state_main(argv: Sequence[str], spark=None) -> int:
         from shared.runtime.spark import build_session
 
         spark = build_session(settings, f"statewise-state-{app.name}")
+        quiet_state_reader(spark)
     try:
         document = _read(spark, app, spec, buckets, checkpoint, args)
     except StateError as error:

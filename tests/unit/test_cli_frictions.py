@@ -4,7 +4,9 @@ times printed in ISO, and the log lines a normal run need not show stay quiet.""
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
+import types
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +21,7 @@ from shared.cli.demo_io import quality_lines, state_phrase
 from shared.cli.savepoint import saved_line
 from shared.keyed.bucketed.figures import BucketFigures, StateFigures
 from shared.keyed.savepoint.manifest import Manifest
+from shared.runtime.driver_worker import DRIVER_WORKER, quiet_driver_worker
 from shared.runtime.durations import duration_ms, spark_duration
 from shared.runtime.spark import LOG4J_CONFIG
 from shared.settings import EnvironmentValueError, PlatformSettings, load
@@ -117,13 +120,11 @@ def test_savepoint_prints_its_watermark_as_state_does(tmp_path):
         "saved 6 keys of fraud at batch 5 (watermark 2025-11-25T02:57:41.000Z) to sp"
 
 
-def test_spark_loggers_that_warn_in_normal_operation_are_raised_to_error():
+def test_the_kafka_consumer_pools_soft_limit_warning_is_raised_to_error():
     lines = dict(line.split(" = ", 1) for line in LOG4J_CONFIG.read_text().splitlines()
                  if " = " in line and not line.startswith("#"))
     levels = {lines[key]: lines[key.replace(".name", ".level")]
               for key in lines if key.startswith("logger.") and key.endswith(".name")}
-    assert levels["org.apache.spark.sql.execution.streaming.state.StateStoreCoordinator"] \
-        == "error"
     assert levels["org.apache.spark.sql.kafka010.consumer.InternalKafkaConsumerPool"] \
         == "error"
 
@@ -155,3 +156,17 @@ def test_the_demo_validates_every_minute_and_says_its_bad_records_fail_on_purpos
         "  page: /p/index.html"]
     assert quality_lines({**summary, "success": True, "failed": []})[0] == \
         "data quality: all 14 expectations met"
+
+
+def test_the_transform_with_state_driver_workers_prints_go_nowhere(capsys):
+    """pyspark's driver worker prints the UDF's repr at each query start; the module that
+    defines the processor is imported there (by unpickling) and quiets it."""
+    worker = types.ModuleType("__main__")
+    worker.__spec__ = importlib.machinery.ModuleSpec(DRIVER_WORKER, None)
+    exec("def main(func):\n    print(f'Received UDF from JVM: {func}')", worker.__dict__)
+    assert not quiet_driver_worker({"__main__": types.ModuleType("__main__")})
+    assert quiet_driver_worker({"__main__": worker})
+    worker.main("<function transformWithStateUDF at 0x7f>")
+    assert capsys.readouterr().out == ""
+    print("elsewhere, print prints")  # the builtin is untouched
+    assert capsys.readouterr().out == "elsewhere, print prints\n"
