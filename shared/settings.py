@@ -336,6 +336,12 @@ def _from_environment(variable: str, convert: Any, environ: Mapping[str, str],
             from None
 
 
+# What --help adds to a duration setting's text (shared/runtime/durations.py).
+_DURATION_HINT = {SparkDuration: " (a duration: 500ms, 30s, 5min, 2h)",
+                  InUnit: " (a bare number in the unit its name ends with, or a duration: "
+                          "30s, 5min, 2h)"}
+
+
 def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[str, str]) -> None:
     """Add one flag per setting of ``cls`` (a secret: none, its value taken from ``environ``
     only); defaults come from ``environ`` when set there. Raises
@@ -355,7 +361,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[s
         if field.metadata.get("secret"):
             parser.set_defaults(**{field.name: default})
             continue
-        described = f"{field.metadata['help']} [env {env}; default {field.default}]"
+        takes = _DURATION_HINT.get(type(convert), "")
+        described = f"{field.metadata['help']}{takes} [env {env}; default {field.default}]"
         if convert is _parse_bool:  # a flag: --name sets it, --no-name clears it
             flag = group.add_argument(_flag(field.name), dest=field.name, default=default,
                                       action=argparse.BooleanOptionalAction)

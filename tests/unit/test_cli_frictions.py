@@ -170,3 +170,13 @@ def test_the_transform_with_state_driver_workers_prints_go_nowhere(capsys):
     assert capsys.readouterr().out == ""
     print("elsewhere, print prints")  # the builtin is untouched
     assert capsys.readouterr().out == "elsewhere, print prints\n"
+
+
+def test_help_says_what_a_duration_setting_takes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run", "fraud", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "after a transaction (a duration: 500ms, 30s, 5min, 2h) [env FRAUD_ALLOWED_LATENESS" \
+        in text
+    assert "stop the app (a bare number in the unit its name ends with, or a duration: 30s, " \
+        "5min, 2h) [env STATEWISE_RESTART_WINDOW_S" in text
