@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from shared.runtime.durations import InUnit, SparkDuration, unit_of
+
 # The folder holding the ``shared`` and ``apps`` packages: a clone's root, or
 # site-packages when installed from the wheel. Source files only: nothing is written here.
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -128,7 +130,9 @@ class PlatformSettings:
     checkpoint_dir: str = setting(
         str(HOME / "var" / "checkpoints"), "STATEWISE_CHECKPOINT_DIR",
         "root folder of checkpoints; each app query gets a subfolder. "
-        "On a cluster this must be a shared filesystem (HDFS, S3, NFS)")
+        "On a cluster: a filesystem every node reaches, HDFS (hdfs://) or an NFS mount at "
+        "the same path; not S3 (no S3 filesystem is installed, and Spark checkpoints need "
+        "an atomic rename: deploy/cluster/README.md)")
     metrics_dir: Path = setting(
         HOME / "var" / "metrics", "STATEWISE_METRICS_DIR",
         "folder for per-batch metrics as JSON lines")
@@ -155,7 +159,8 @@ class PlatformSettings:
         "the address the metrics endpoint listens on (0.0.0.0: every interface, for a "
         "Prometheus on another machine)")
     trigger_interval: str = setting(
-        "1 second", "STATEWISE_TRIGGER_INTERVAL", "micro-batch trigger interval")
+        "1 second", "STATEWISE_TRIGGER_INTERVAL", "micro-batch trigger interval",
+        convert=SparkDuration())
     max_offsets_per_trigger: int = setting(
         200_000, "STATEWISE_MAX_OFFSETS_PER_TRIGGER",
         "cap on Kafka records read per micro-batch (0 = no cap). A catch-up after an "
@@ -173,8 +178,9 @@ class PlatformSettings:
     fail_on_data_loss: bool = setting(
         True, "STATEWISE_FAIL_ON_DATA_LOSS",
         "stop when input the checkpoint still has to read is gone from Kafka (retention "
-        "deleted it, a topic was recreated); false skips it with Spark's warning and "
-        "carries on: the records lost are not counted (docs/operations.md)")
+        "deleted it, a topic was recreated): exit 78; false carries on without it: what "
+        "the check before each start finds is counted (statewise_input_lost_records), a "
+        "gap Spark skips while the query runs only logged (docs/operations.md)")
     spark_ui: bool = setting(
         False, "STATEWISE_SPARK_UI",
         "serve the Spark UI (on a local master, on 127.0.0.1 only; on Kubernetes, in the "
@@ -304,10 +310,12 @@ _NOT_A = {int: "not an integer", float: "not a number",
           _parse_bool: "not a boolean (1/0, true/false, yes/no, on/off)"}
 
 
-def _converter(tp: Any):
+def _converter(tp: Any, name: str = ""):
     tp = _unwrap_optional(tp)
     if tp is bool:
         return _parse_bool
+    if tp in (int, float) and unit_of(name):  # restart_window_s: 600 or 10min
+        return InUnit(unit_of(name), integer=tp is int)
     if tp in (int, float, str, Path):
         return tp
     raise TypeError(f"unsupported setting type {tp!r}")
@@ -330,6 +338,12 @@ def _from_environment(variable: str, convert: Any, environ: Mapping[str, str],
             from None
 
 
+# What --help adds to a duration setting's text (shared/runtime/durations.py).
+_DURATION_HINT = {SparkDuration: " (a duration: 500ms, 30s, 5min, 2h)",
+                  InUnit: " (a bare number in the unit its name ends with, or a duration: "
+                          "30s, 5min, 2h)"}
+
+
 def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[str, str]) -> None:
     """Add one flag per setting of ``cls`` (a secret: none, its value taken from ``environ``
     only); defaults come from ``environ`` when set there. Raises
@@ -343,15 +357,22 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[s
             f"{f.metadata['env']}: {f.metadata['help']}" for f in secrets) if secrets else None)
     for field in fields:
         env = field.metadata["env"]
-        convert = field.metadata.get("convert") or _converter(hints[field.name])
+        convert = field.metadata.get("convert") or _converter(hints[field.name], field.name)
         default = _from_environment(env, convert, environ, field.metadata.get("secret")) \
             if env in environ else field.default
         if field.metadata.get("secret"):
             parser.set_defaults(**{field.name: default})
             continue
+        takes = _DURATION_HINT.get(type(convert), "")
+        described = f"{field.metadata['help']}{takes} [env {env}; default {field.default}]"
+        if convert is _parse_bool:  # a flag: --name sets it, --no-name clears it
+            flag = group.add_argument(_flag(field.name), dest=field.name, default=default,
+                                      action=argparse.BooleanOptionalAction)
+            flag.help = described  # not argparse's "(default: ...)" as well: said already
+            continue
         group.add_argument(
             _flag(field.name), dest=field.name, type=convert, default=default,
-            metavar=env, help=f"{field.metadata['help']} [env {env}; default {field.default}]")
+            metavar=env, help=described)
 
 
 def from_namespace(cls: type[S], namespace: argparse.Namespace) -> S:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.runtime.durations import SparkDuration
 from shared.settings import PlatformSettings, setting
 
 
@@ -48,7 +49,8 @@ class FraudSettings(PlatformSettings):
     allowed_lateness: str = setting(
         "30 seconds", "FRAUD_ALLOWED_LATENESS",
         "how far behind the newest event time a transaction may arrive; later ones go to "
-        "the late topic. Order-sensitive rules decide this much after a transaction")
+        "the late topic. Order-sensitive rules decide this much after a transaction",
+        convert=SparkDuration())
     card_idle_expiry_h: float = setting(
         24.0, "FRAUD_CARD_IDLE_EXPIRY_H",
         "a card with no transaction for this many hours of event time is forgotten")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.runtime.durations import SparkDuration
 from shared.settings import PlatformSettings, setting
 
 
@@ -20,7 +21,7 @@ class IotSettings(PlatformSettings):
     allowed_lateness: str = setting(
         "30 seconds", "IOT_ALLOWED_LATENESS",
         "how far behind the newest event time a reading may arrive; later ones go to the "
-        "late topic")
+        "late topic", convert=SparkDuration())
     hot_duration_s: int = setting(
         60, "IOT_HOT_DURATION_S",
         "alert when the shortest interval's average stays above the raise level this long")

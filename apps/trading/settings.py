@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from shared.runtime.durations import SparkDuration
 from shared.settings import PlatformSettings, setting
 
 
@@ -49,7 +50,7 @@ class TradingSettings(PlatformSettings):
     allowed_lateness: str = setting(
         "2 seconds", "TRADING_ALLOWED_LATENESS",
         "how far behind the newest event time a trade or cancel may arrive; later ones go "
-        "to the late topic")
+        "to the late topic", convert=SparkDuration())
     fat_finger_band: str = setting(
         "0.10", "TRADING_FAT_FINGER_BAND",
         "quarantine a trade whose price is farther than this fraction from its "
@@ -77,7 +78,8 @@ class TradingSettings(PlatformSettings):
         "1 minute", "TRADING_REALTIME_CHECKPOINT_INTERVAL",
         "--mode realtime: how often Real-Time Mode checkpoints offsets and state and moves "
         "the watermark (at least 5 seconds); not a latency: a bar update is written as its "
-        "trade is read, but each checkpoint pauses the stream (seconds on 2 cores)")
+        "trade is read, but each checkpoint pauses the stream (seconds on 2 cores)",
+        convert=SparkDuration())
     realtime_state_partitions: int = setting(
         2, "TRADING_REALTIME_STATE_PARTITIONS",
         "--mode realtime: state partitions of the de-duplication and of the bars (fixed for "

@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 
 from shared.app.loader import registered_apps
+from shared.cli.parsing import CommandParser
 from shared.ops.acls import app_grants, kafka_acls_commands, provisioner_grants
 from shared.settings import PlatformSettings, add_arguments, from_namespace
 
@@ -27,7 +28,7 @@ def _principal(text: str) -> str:
 
 def acls_main(argv: Sequence[str]) -> int:
     apps = registered_apps()
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="statewise acls",
         description="print the kafka-acls.sh lines that grant an app's principals what "
                     "they need (docs/operations.md, Security)")

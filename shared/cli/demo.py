@@ -12,7 +12,10 @@
    one folder per Kafka cluster: stop and rerun the demo and it resumes where it
    stopped; a new checkpoint reads what this demo produced, from step 3 on);
 5. prints each app's outputs, dead letters and late records as a read_committed
-   consumer sees them, and a status line with Spark's per-batch figures.
+   consumer sees them, and a status line with Spark's per-batch figures;
+6. validates each app's newest input with its full data-quality suite every minute and
+   prints the verdict and the page (statewise quality APP --metrics-dir WORK_DIR/metrics
+   shows the newest again).
 Ctrl-C stops producers, queries and printers, then the broker if the demo started it.
 
 APP: an app that declares a demo (``AppDefinition.demo``); ``all``: every such app at
@@ -34,7 +37,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shared.cli.demo_io import print_outputs, produce, report_progress, say
+from shared.cli.demo_io import print_outputs, produce, report_progress, report_quality, say
+from shared.cli.parsing import CommandParser
 from shared.runtime import kafka_clients
 from shared.settings import HOME, PlatformSettings, from_env
 
@@ -43,6 +47,9 @@ if TYPE_CHECKING:
 
 DEMO_PREFIX = "demo."
 ALL = "all"
+# A full validation of each app's newest input every minute (the default, 5 minutes,
+# would show the first page after the visitor has left); printed as it lands.
+DEMO_QUALITY_INTERVAL_S = 60.0
 
 
 def demo_main(argv: Sequence[str]) -> int:
@@ -76,8 +83,8 @@ def chosen_apps(apps: dict[str, AppDefinition], named: str | None,
 
 
 def _parser(apps: list[AppDefinition], shown_name: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"statewise demo {shown_name}", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog=f"statewise demo {shown_name}", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     rates = ", ".join(f"{app.name} {app.demo.rate:g}" for app in apps)
     parser.add_argument("--rate", type=float, default=None,
                         help=f"input records per second, for each app (default: {rates})")
@@ -109,7 +116,7 @@ def demo_settings(app: AppDefinition, bootstrap_servers: str, cluster_id: str,
         # Small batches: results come fast after a restart on a backlog too.
         starting_offsets=starting_offsets, max_offsets_per_trigger=20_000,
         # A new checkpoint starts at the input's end (above): nothing is written twice.
-        allow_new_checkpoint=True,
+        allow_new_checkpoint=True, quality_interval_s=DEMO_QUALITY_INTERVAL_S,
         **app.demo.app_settings(args))
 
 
@@ -143,6 +150,7 @@ def _run_apps(apps: list[AppDefinition], args: argparse.Namespace,
     stop = threading.Event()
     threads: list[threading.Thread] = []
     running: dict[str, object] = {}
+    monitors: list = []
     spark = None
     several = len(apps) > 1
     try:
@@ -173,10 +181,16 @@ def _run_apps(apps: list[AppDefinition], args: argparse.Namespace,
             _suggest_control(app, bootstrap_servers, args)
             status = f"{app.name} " if several else ""
             threads.append(_thread(report_progress, running[app.name], status, stop))
+            if app.quality_suite is not None:
+                monitors.append(_quality_monitor(spark, app, settings[app.name]))
+                threads.append(_thread(report_quality, app, settings[app.name], status,
+                                       stop))
         return _wait_until_stopped(running, stop)
     finally:
         say("stopping: producers, printers, queries (after their current batch) ...")
         stop.set()
+        for monitor in monitors:
+            monitor.stop(timeout=30)
         for query in running.values():
             query.stop()
         for thread in threads:
@@ -268,6 +282,12 @@ def _start_query(spark, app: AppDefinition, settings):
     from shared.runtime.runner import start
 
     return start(spark, app, settings)
+
+
+def _quality_monitor(spark, app: AppDefinition, settings):
+    from shared.quality.schedule import start_quality_monitor
+
+    return start_quality_monitor(spark, app, settings)
 
 
 def _suggest_control(app: AppDefinition, bootstrap_servers: str,

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shared.app.commands import DemoOutput, DemoSpec, RunOptions
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from shared.generation.producer import OutgoingRecord
 
 STATUS_EVERY_S = 10.0
+QUALITY_POLL_S = 2.0  # how often the demo looks for a new validation result
 _OUTPUT = threading.Lock()  # one line at a time: threads print for several apps
 
 
@@ -121,8 +123,55 @@ def report_progress(running, prefix: str, stop: threading.Event) -> None:
         progress = running.query.lastProgress
         if progress and progress["batchId"] != last_batch:
             last_batch = progress["batchId"]
-            states = progress.get("stateOperators") or [{}]
             say(f"{prefix}batch {last_batch}: {progress['numInputRows']} rows read, "
                 f"{progress.get('processedRowsPerSecond', 0):,.0f} rows/s, "
-                f"{states[0].get('numRowsTotal', 0)} state rows, "
+                f"{state_phrase(running, progress)}, "
                 f"watermark {progress.get('eventTime', {}).get('watermark', '-')}")
+
+
+def state_phrase(running, progress: dict) -> str:
+    """The app's state in the status line. A keyed app's Spark state rows are its
+    buckets, each holding many keys: its keys are summed from the buckets' own figures,
+    the keys statewise state counts (of the buckets called since the query started: after
+    a restart, a bucket not called yet is not in the sum)."""
+    state = running.writer.state
+    if state is None:
+        rows = sum(s.get("numRowsTotal", 0) for s in progress.get("stateOperators") or [])
+        return f"{rows:,} state rows"
+    buckets = state.figures.value.buckets
+    keys = sum(f.keys for f in buckets.values())
+    return f"{keys:,} keys in {len(buckets)} state buckets"
+
+
+def report_quality(app: AppDefinition, settings, prefix: str, stop: threading.Event) -> None:
+    """Each new full validation of the app's input (shared/quality/schedule.py), as it
+    lands: its verdict and its page. A result of an earlier demo is not shown."""
+    from shared.quality.sample import LATEST
+
+    latest = Path(settings.metrics_dir) / "quality" / app.name / LATEST
+    shown = latest.stat().st_mtime if latest.is_file() else None
+    while not stop.wait(QUALITY_POLL_S):
+        if not latest.is_file() or latest.stat().st_mtime == shown:
+            continue
+        shown = latest.stat().st_mtime
+        for line in quality_lines(json.loads(latest.read_text())["summary"]):
+            say(prefix + line)
+
+
+def quality_lines(summary: dict) -> list[str]:
+    """A validation in the demo. Its generator sends bad records on purpose (the stream's
+    gate sends them to the dead-letter topic), so expectations they break fail: said as
+    expected, with the share of the sample each one missed."""
+    evaluated = summary["evaluated"]
+    if summary["success"]:
+        lines = [f"data quality: all {evaluated} expectations met"]
+    else:
+        lines = [f"data quality: {summary['unsuccessful']} of {evaluated} expectations "
+                 "failed, as expected here: the demo sends a few bad records on purpose, "
+                 "which the app dead-letters (a share far above the generator's is not)"]
+        for failure in summary["failed"]:
+            share = failure.get("unexpected_percent")
+            lines.append(f"  {failure['expectation']}"
+                         + ("" if share is None else f": {share:.2f}% of the sample"))
+    lines.append(f"  page: {summary.get('page') or '-'}")
+    return lines

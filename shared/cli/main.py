@@ -18,6 +18,7 @@
     statewise repartition APP --partitions N (Spark's in-place state repartition)
     statewise new NAME                     (a new app from the template: apps/NAME/)
     statewise k8s [APP ...] [--out DIR]    (Kubernetes manifests: deploy/k8s/README.md)
+    statewise reference APP|--write        (an app's reference: docs/reference/APP.md)
 APP: an installed app (the ``statewise.apps`` entry points) or an app folder
 (apps/NAME/app.py defining APP), shared/app/loader.py.
 Every command prints what it does; ``statewise COMMAND --help`` lists that command's
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
+from shared.cli.parsing import CommandParser
 from shared.ops.topics import BrokerUnreachable, TooFewBrokers
 from shared.runtime import kafka_clients
 from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
@@ -97,8 +99,8 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
 
 
 def _run_parser(app: AppDefinition) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"statewise run {app.name}",
-                                     description=app.description)
+    parser = CommandParser(prog=f"statewise run {app.name}",
+                           description=app.description)
     parser.add_argument("--available-now", action="store_true",
                         help="process what is in Kafka now, then exit (catch-up runs, tests)")
     parser.add_argument("--mode", choices=("micro-batch", "realtime"), default="micro-batch",
@@ -225,7 +227,7 @@ def _add_metrics_listener(spark, settings: PlatformSettings,
 
 
 def _broker_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="statewise broker", description="the local Kafka (KRaft) that the commands "
         "use by default: start it, stop it, or say whether it runs. One node unless "
         "--nodes says more: a cluster whose topics get 3 replicas, min ISR 2")
@@ -318,8 +320,8 @@ def _topics_main(argv: Sequence[str]) -> int:
     from shared.ops.topics import provision_on
 
     apps = registered_apps()
-    parser = argparse.ArgumentParser(prog="statewise topics",
-                                     description="create every app's topics (idempotent)")
+    parser = CommandParser(prog="statewise topics",
+                           description="create every app's topics (idempotent)")
     parser.add_argument("--app", choices=sorted(apps), default=None)
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
@@ -349,8 +351,8 @@ def _control_main(argv: Sequence[str]) -> int:
     from shared.ops.topics import provision_on
 
     apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
-    parser = argparse.ArgumentParser(prog="statewise control",
-                                     description="change a threshold while the app runs")
+    parser = CommandParser(prog="statewise control",
+                           description="change a threshold while the app runs")
     parser.add_argument("app", choices=sorted(apps))
     parser.add_argument("param", help="a threshold the app reads from its control topic "
                                       "(see the app's README; a wrong one lists them)")
@@ -445,6 +447,12 @@ def _new_main(argv: Sequence[str]) -> int:
     return new_main(argv)
 
 
+def _reference_main(argv: Sequence[str]) -> int:
+    from shared.cli.reference import reference_main
+
+    return reference_main(argv)
+
+
 def _k8s_main(argv: Sequence[str]) -> int:
     from shared.ops.k8s.render import k8s_main
 
@@ -497,6 +505,8 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "soak": ("random faults against one app while input arrives, then its outputs "
              "checked against its replay and oracle (--minutes N)", _soak_main),
     "new": ("create a new app from the template (apps/NAME/ and its tests)", _new_main),
+    "reference": ("an app's reference from its code: topics, record schemas, settings, "
+                  "guarantees (--write: docs/reference/)", _reference_main),
     "k8s": ("write Kubernetes manifests: per app a Spark operator SparkApplication and "
             "its Strimzi KafkaTopics", _k8s_main),
 }
@@ -508,8 +518,8 @@ def _command_parser(prog: str, description: str, commands: Mapping[str, str],
     """A parser that picks a command and leaves the rest of the line to the command's own
     parser: so ``prog COMMAND --help`` shows that command's flags only, and the settings'
     environment variables and the apps are read only by a command that uses them."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
-                                     formatter_class=_CommandsHelp)
+    parser = CommandParser(prog=prog, description=description, epilog=epilog,
+                           formatter_class=_CommandsHelp)
     choices = parser.add_subparsers(dest="command", metavar=metavar, title="commands")
     for name, summary in commands.items():
         # No flags, not even -h: parse_known_args hands everything after the name over.

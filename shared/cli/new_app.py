@@ -11,7 +11,6 @@ so no other file is edited. docs/new-app.md walks through adapting it.
 
 from __future__ import annotations
 
-import argparse
 import keyword
 import re
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from string import Template
 
 from shared.app.loader import APP_ENTRY_POINTS, APP_PACKAGE, AppLoadError, app_folders
+from shared.cli.parsing import CommandParser
 from shared.settings import REPO_ROOT
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates" / "app"
@@ -105,7 +105,7 @@ def create_app(name: str, root: Path = REPO_ROOT, taken: set[str] | None = None,
 
 
 def new_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="statewise new",
         description=f"create a new app from the template: {APP_PACKAGE}/NAME/ (a minimal "
                     f"keyed app) and {APP_TESTS_DIR}/NAME/ (its tests); statewise finds it "

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared.app.commands import GeneratorRun, RunOptions
+from shared.cli.parsing import CommandParser
 from shared.generation.producer import DeliveryError, OutgoingRecord, SendReport, send_all
 from shared.settings import HOME, PlatformSettings, add_arguments, from_namespace
 
@@ -40,8 +41,8 @@ Clock = Callable[[], float]
 
 
 def _parser(app: AppDefinition) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"statewise produce {app.name}",
-                                     description=f"produce {app.input_topic.description}")
+    parser = CommandParser(prog=f"statewise produce {app.name}",
+                           description=f"produce {app.input_topic.description}")
     parser.add_argument("--rate", type=float, default=1000.0,
                         help="records per second sent (0 = as fast as possible)")
     parser.add_argument("--event-rate", type=float, default=None,

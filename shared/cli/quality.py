@@ -6,7 +6,6 @@ validation yet (the app has not run one: STATEWISE_QUALITY_INTERVAL_S after its 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.app.loader import registered_apps
+from shared.cli.parsing import CommandParser
 from shared.quality.sample import LATEST
 from shared.settings import add_arguments, from_namespace
 
@@ -28,7 +28,7 @@ def quality_main(argv: Sequence[str]) -> int:
               "(--help after the app name lists them)", file=sys.stderr)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     app = apps[argv[0]]
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=f"statewise quality {app.name}",
         description="the newest full validation of the app's input and its Data Docs page")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -20,6 +20,9 @@ from collections.abc import Sequence
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
+from shared.cli.checkpoint_arg import CHECKPOINT_HELP, app_checkpoint, quiet_state_reader
+from shared.cli.parsing import CommandParser
+from shared.cli.state_format import iso_ms
 from shared.keyed.bucketed.spec import BucketedSpecError
 from shared.keyed.savepoint.manifest import SavepointError
 from shared.runtime.checkpoint_check import DO_NOT_RESTART, OutputMismatch
@@ -52,9 +55,14 @@ def savepoint_main(argv: Sequence[str], spark=None) -> int:
         except (SavepointError, BucketedSpecError) as error:
             print(f"statewise savepoint: {error}", file=sys.stderr)
             return 1
-    print(f"saved {manifest.key_count} keys of {app.name} at batch {manifest.batch_id} "
-          f"(watermark {manifest.watermark_ms} ms) to {args.to}")
+    print(saved_line(manifest, args.to))
     return 0
+
+
+def saved_line(manifest, to: str) -> str:
+    """What ``statewise savepoint`` prints: times in ISO-8601 UTC, as ``statewise state``."""
+    return (f"saved {manifest.key_count} keys of {manifest.app} at batch {manifest.batch_id} "
+            f"(watermark {iso_ms(manifest.watermark_ms)}) to {to}")
 
 
 def restore_main(argv: Sequence[str], spark=None) -> int:
@@ -133,10 +141,12 @@ def _usage_code(argv: Sequence[str]) -> int:
 
 
 def _parser(app: AppDefinition, command: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"statewise {command} {app.name}",
-                                     description=description)
+    parser = CommandParser(prog=f"statewise {command} {app.name}",
+                           description=description)
+    # restore makes a new checkpoint: the folder as given; the others read one.
+    made = "the new checkpoint's folder (default: CHECKPOINT_DIR/APP)"
     parser.add_argument("--checkpoint", default=None,
-                        help="the app's checkpoint folder (default: CHECKPOINT_DIR/APP)")
+                        help=made if command == "restore" else CHECKPOINT_HELP)
     return parser
 
 
@@ -145,7 +155,9 @@ def _parse(app: AppDefinition, parser: argparse.ArgumentParser, argv: Sequence[s
     args = parser.parse_args(list(argv[1:]))
     settings = from_namespace(app.settings_type, args)
     if args.checkpoint is not None:
-        return args, settings, args.checkpoint
+        made = parser.prog == f"statewise restore {app.name}"
+        return args, settings, args.checkpoint if made \
+            else app_checkpoint(args.checkpoint, app.name)
     from shared.runtime.runner import checkpoint_path
 
     return args, settings, checkpoint_path(app, settings)
@@ -162,6 +174,7 @@ class _session:
             from shared.runtime.spark import build_session
 
             self.spark = build_session(self.settings, self.name)
+            quiet_state_reader(self.spark)
         return self.spark
 
     def __exit__(self, *exc) -> None:

@@ -6,7 +6,6 @@ Exit code 0 when nothing was lost, duplicated or set aside other than it must be
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import time
@@ -14,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shared.app.loader import registered_apps
+from shared.cli.parsing import CommandParser
 from shared.settings import from_env
 
 DEFAULT_WORK = Path("var") / "soak"
@@ -21,7 +21,7 @@ DEFAULT_WORK = Path("var") / "soak"
 
 def soak_main(argv: Sequence[str]) -> int:
     apps = {name: app for name, app in registered_apps().items() if app.keyed is not None}
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="statewise soak", description="random faults (SIGKILL of the app's process "
         "tree, graceful stops) against one app while its input arrives; then every output, "
         "dead letter and late record compared with the app replayed in memory, and the "

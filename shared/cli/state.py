@@ -22,6 +22,8 @@ from pyspark.errors import PySparkException
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
+from shared.cli.checkpoint_arg import CHECKPOINT_HELP, app_checkpoint, quiet_state_reader
+from shared.cli.parsing import CommandParser
 from shared.cli.state_format import (
     Committed,
     key_document,
@@ -53,12 +55,14 @@ def state_main(argv: Sequence[str], spark=None) -> int:
     if args.key is not None and len(args.key) != len(spec.key_columns):
         parser.error(f"{app.name}'s key is ({', '.join(spec.key_columns)}): give --key once "
                      "per column, in that order")
-    checkpoint = args.checkpoint or _checkpoint(app, settings)
+    checkpoint = app_checkpoint(args.checkpoint, app.name) if args.checkpoint \
+        else _checkpoint(app, settings)
     own = spark is None
     if own:
         from shared.runtime.spark import build_session
 
         spark = build_session(settings, f"statewise-state-{app.name}")
+        quiet_state_reader(spark)
     try:
         document = _read(spark, app, spec, buckets, checkpoint, args)
     except StateError as error:
@@ -92,7 +96,8 @@ def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
     batch_id = args.batch_id if args.batch_id is not None else latest_commit(spark, checkpoint)
     if batch_id is None:
         raise StateError(f"no committed batch in {checkpoint}: has {app.name} run there? "
-                         "(--checkpoint-dir or STATEWISE_CHECKPOINT_DIR name the folder)")
+                         "(--checkpoint names the app's checkpoint or a folder holding it, "
+                         "such as var/demo; --checkpoint-dir the root statewise run used)")
     metadata = offset_log_metadata(spark, checkpoint, batch_id)
     if metadata is None:
         raise StateError(f"batch {batch_id} is not in {checkpoint}/offsets")
@@ -138,7 +143,7 @@ def _checkpoint(app: AppDefinition, settings) -> str:
 
 
 def _parser(app: AppDefinition) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=f"statewise state {app.name}",
         description=f"{app.name}'s keyed state at its newest committed batch: one key's "
                     "state, or a summary per state partition and bucket")
@@ -150,8 +155,6 @@ def _parser(app: AppDefinition) -> argparse.ArgumentParser:
                         help="with --key: the newest history entries to print (-1: all)")
     parser.add_argument("--batch-id", type=int, default=None,
                         help="read this committed batch (default: the newest)")
-    parser.add_argument("--checkpoint", default=None,
-                        help="the app's checkpoint folder (default: CHECKPOINT_DIR/APP, "
-                             "where statewise run puts it)")
+    parser.add_argument("--checkpoint", default=None, help=CHECKPOINT_HELP)
     add_arguments(parser, app.settings_type, os.environ)
     return parser

@@ -117,7 +117,7 @@ class TooFewBrokers(RuntimeError):
             f"{short}; {alive} broker{'' if alive == 1 else 's'} alive "
             f"(id{'' if alive == 1 else 's'} {ids}). Start "
             f"the missing brokers, or, on a single local broker, set "
-            f"STATEWISE_ALLOW_FEWER_REPLICAS=true (--allow-fewer-replicas true) to create "
+            f"STATEWISE_ALLOW_FEWER_REPLICAS=true (--allow-fewer-replicas) to create "
             f"them with {max(1, alive)} replica{'' if max(1, alive) == 1 else 's'}")
         self.wanted = dict(wanted)
         self.live_brokers = sorted(live_brokers)

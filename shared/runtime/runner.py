@@ -54,7 +54,7 @@ SINK_WRITER_MODULE = write_partition.__module__
 
 
 def checkpoint_path(app: AppDefinition, settings: PlatformSettings) -> str:
-    """A local path or a URI (hdfs://, s3a://): joined as text, never through Path."""
+    """A local path or a URI (hdfs://): joined as text, never through Path."""
     return f"{str(settings.checkpoint_dir).rstrip('/')}/{app.name}"
 
 

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.integration
 def kafka_flags(settings: PlatformSettings) -> list[str]:
     return ["--bootstrap-servers", settings.bootstrap_servers,
             "--topic-prefix", settings.topic_prefix,
-            "--allow-fewer-replicas", str(settings.allow_fewer_replicas)]
+            "--allow-fewer-replicas" if settings.allow_fewer_replicas
+            else "--no-allow-fewer-replicas"]
 
 
 def test_topics_creates_an_apps_topics_and_says_so(kafka_settings: PlatformSettings, capsys):

@@ -24,7 +24,8 @@ def test_produce_fraud_sends_every_record_keyed_by_card_and_writes_labels(
         "--seed", str(SEED), "--start-time-ms", str(START_MS), "--cards", "10000",
         "--labels-dir", str(tmp_path), "--bootstrap-servers", kafka_settings.bootstrap_servers,
         "--topic-prefix", kafka_settings.topic_prefix,
-        "--allow-fewer-replicas", str(kafka_settings.allow_fewer_replicas),
+        "--allow-fewer-replicas" if kafka_settings.allow_fewer_replicas
+        else "--no-allow-fewer-replicas",
     ])
 
     assert code == 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -67,7 +68,7 @@ def rounds(base_ms: int) -> tuple[list[list[dict]], dict]:
 
 
 def test_the_state_of_a_card_is_what_the_oracle_predicts(spark, kafka_settings, create_topics,
-                                                         capsys):
+                                                         capsys, tmp_path):
     create_topics(FRAUD.all())
     platform = {f.name: getattr(kafka_settings, f.name)
                 for f in dataclasses.fields(PlatformSettings)}
@@ -133,6 +134,7 @@ def test_the_state_of_a_card_is_what_the_oracle_predicts(spark, kafka_settings, 
     assert state_main(["fraud", "--checkpoint", f"{settings.checkpoint_dir}/none"],
                       spark=spark) == 1
     assert "no committed batch" in capsys.readouterr().err
+    _assert_the_documented_demo_command_reads(settings, committed, tmp_path)
     # Another B configured: the checkpoint's recorded one wins (shared/keyed/state_layout.py).
     capsys.readouterr()
     flags_8 = [*flags[:-1], "8"]  # flags end with --state-buckets 4
@@ -146,6 +148,28 @@ def test_the_state_of_a_card_is_what_the_oracle_predicts(spark, kafka_settings, 
         assert state_main(["fraud", "--key", card, *flags, "--state-buckets", "8"],
                           spark=spark) == 1
         assert "written with 4 buckets" in capsys.readouterr().err
+
+
+def _assert_the_documented_demo_command_reads(settings: FraudSettings, committed: dict,
+                                               work: Path) -> None:
+    """``statewise state fraud --checkpoint var/demo``, verbatim as docs/operations.md
+    gives it, run from a folder whose var/demo is laid out as the demo lays it out: its
+    checkpoints one folder per Kafka cluster (shared/cli/demo.py, demo_settings)."""
+    demo = work / "var" / "demo" / "checkpoints" / "MkU3OEVBNTcwNTJENDM2Qk" / FRAUD_APP.name
+    shutil.copytree(Path(settings.checkpoint_dir) / FRAUD_APP.name, demo)
+    venv_bin = Path(sys.executable).parent  # where the statewise command is installed
+    done = subprocess.run(
+        "statewise state fraud --checkpoint var/demo", shell=True, cwd=work,
+        capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}",
+             "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"fraud: state at batch {committed['batch_id']} (watermark "
+                               f"{committed['watermark']}; {demo.relative_to(work)})")
+    totals = lines[lines.index("  per state partition:") + 2:]
+    assert sum(int(line.split()[2]) for line in totals) == len(CARDS)  # the keys column
+    assert "StateStoreCoordinator" not in done.stderr  # checkpoint_arg.quiet_state_reader
 
 
 def _assert_as_predicted(document: dict, sent: list[dict], settings: FraudSettings) -> None:

@@ -101,8 +101,10 @@ def test_run_app_help_lists_every_setting_with_its_environment_variable(capsys):
 @pytest.mark.parametrize(("variable", "value", "argv", "problem"), [
     ("FRAUD_STATE_BUCKETS", "abc", ["run", "fraud", "--help"], "not an integer"),
     ("STATEWISE_MAX_OFFSETS_PER_TRIGGER", "x", ["topics"], "not an integer"),
+    # A duration in seconds: a number of them, or a number with its unit (durations.py).
     ("STATEWISE_QUALITY_INTERVAL_S", "often", ["control", "fraud", "velocity_count", "4"],
-     "not a number"),
+     "not a number (of seconds) nor a duration: a number and a unit: 500ms, 30s, 5min, "
+     "2h, 1d (or Spark's '30 seconds')"),
     ("STATEWISE_SPARK_UI", "maybe", ["produce", "fraud", "--count", "1"],
      "not a boolean (1/0, true/false, yes/no, on/off)"),
 ])

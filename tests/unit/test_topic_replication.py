@@ -113,8 +113,7 @@ def test_the_setting_is_off_unless_set_and_documented_in_help(capsys):
     assert not from_env(PlatformSettings, environ={}).allow_fewer_replicas
     assert from_env(PlatformSettings,
                     environ={"STATEWISE_ALLOW_FEWER_REPLICAS": "true"}).allow_fewer_replicas
-    assert load(PlatformSettings, ["--allow-fewer-replicas", "yes"], environ={}) \
-        .allow_fewer_replicas
+    assert load(PlatformSettings, ["--allow-fewer-replicas"], environ={}).allow_fewer_replicas
     with pytest.raises(SystemExit):
         load(PlatformSettings, ["--help"], environ={})
     assert "STATEWISE_ALLOW_FEWER_REPLICAS" in capsys.readouterr().out

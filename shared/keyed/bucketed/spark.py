@@ -60,6 +60,9 @@ from shared.keyed.bucketed.tables import (
     control_from_state,
     control_to_state,
 )
+from shared.runtime.driver_worker import quiet_driver_worker
+
+quiet_driver_worker()  # imported there when Spark unpickles the processor
 
 
 @dataclass(frozen=True)
