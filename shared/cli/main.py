@@ -43,10 +43,10 @@ from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, O
 from shared.runtime.checkpoint_lock import CheckpointInUse
 from shared.runtime.input_kept import InputLost
 from shared.runtime.kafka_clients import KafkaSecurityError
-from shared.runtime.restarts import RestartsExhausted
+from shared.runtime.restarts import NotRestartable, RestartsExhausted
 from shared.settings import (
-    EnvironmentValueError,
     PlatformSettings,
+    SettingsError,
     add_arguments,
     from_namespace,
 )
@@ -90,6 +90,9 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost) as error:
         # A restart would meet it again.
         log.error("%s: %s", app.name, error)
+        return DO_NOT_RESTART
+    except NotRestartable as error:  # names the app itself
+        log.error("%s", error)
         return DO_NOT_RESTART
     except (RestartsExhausted, MetricsEndpointError) as error:
         log.error("%s", error)
@@ -150,12 +153,13 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
                        figures: AppFigures | None = None):
     """Run the query until it stops cleanly; restart it after a failure as the restart
     settings allow (shared/runtime/restarts.py). Returns the sink's figures."""
+    from shared.ops.topics import absent_topics
     from shared.quality.schedule import start_quality_monitor
-    from shared.runtime.restarts import RestartBudget, RestartPolicy, RestartsExhausted
+    from shared.runtime.restarts import RestartBudget, RestartPolicy
     from shared.runtime.runner import (
+        after_failure,
         checkpoint_path,
         newest_commit,
-        note_restart,
         run_until_stopped,
         start,
     )
@@ -177,15 +181,11 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
                 return running.writer.sink.stats if running.writer.sink else None
             except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost):
                 raise  # a restart would meet it again
-            except Exception as failure:  # noqa: BLE001 - the budget decides; it names it
+            except Exception as failure:  # noqa: BLE001 - after_failure decides, names it
                 progressed = newest_commit(spark, checkpoint) > committed_before
-                pause = budget.failed(progressed)
-                note_restart(app, settings, failure, pause, budget, figures)
-                if pause is None:
-                    raise RestartsExhausted(app.name, budget.policy, len(budget.failures),
-                                            failure) from failure
-                log.warning("%s: the query failed; restart %d in %.1f s", app.name,
-                            budget.restarts, pause)
+                pause = after_failure(app, settings, failure, budget, progressed,
+                                      lambda: absent_topics(settings, app.topics.all()),
+                                      figures)
                 time.sleep(pause)
                 # A restored start's state is in the checkpoint once its first batch
                 # committed; before that, the restart restores again.
@@ -547,7 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _summary, command_main = COMMANDS[args.command]
     try:
         return command_main(rest)
-    except (EnvironmentValueError, KafkaSecurityError) as error:  # usage errors: exit 2
+    except (SettingsError, KafkaSecurityError) as error:  # usage errors: exit 2
         print(f"statewise: {error}", file=sys.stderr)
         return 2
     except BrokerUnreachable as error:
@@ -556,7 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TooFewBrokers as error:
         print(f"statewise: {error}", file=sys.stderr)
         return 1
-    except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost) as error:
+    except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost,
+            NotRestartable) as error:
         # A restart would meet it again.
         print(f"statewise: {error}", file=sys.stderr)
         return DO_NOT_RESTART

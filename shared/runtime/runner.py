@@ -11,7 +11,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -364,6 +364,35 @@ def newest_commit(spark: SparkSession, checkpoint: str) -> int:
     -1 when none is."""
     commits = HadoopFiles(spark, checkpoint).listing("commits") or {}
     return max((int(name) for name in commits if name.isdigit()), default=-1)
+
+
+def after_failure(app: AppDefinition, settings: PlatformSettings, failure: BaseException,
+                  budget, progressed: bool, absent_topics: Callable[[], list[str]],
+                  figures: AppFigures | None = None) -> float:
+    """What follows a failure of the app's query: the pause before its restart, logged on
+    the console in one line with its cause; or, raised, ``NotRestartable`` for a failure
+    a restart meets again (``absent_topics``: the app's topics the cluster does not list)
+    and ``RestartsExhausted`` once the budget is spent. Each is noted (note_restart)."""
+    from shared.runtime.restarts import (
+        NotRestartable,
+        RestartsExhausted,
+        cause_summary,
+        not_restartable,
+    )
+
+    what = not_restartable(failure)
+    if what is None and (absent := absent_topics()):
+        what = f"topic{'s' if len(absent) > 1 else ''} {', '.join(absent)} not found"
+    pause = None if what else budget.failed(progressed)
+    note_restart(app, settings, failure, pause, budget, figures)
+    if what:
+        raise NotRestartable(app.name, what, failure) from failure
+    if pause is None:
+        raise RestartsExhausted(app.name, budget.policy, len(budget.failures),
+                                failure) from failure
+    log.warning("%s: the query failed; restart %d in %.1f s. Cause: %s", app.name,
+                budget.restarts, pause, cause_summary(failure))
+    return pause
 
 
 def note_restart(app: AppDefinition, settings: PlatformSettings, failure: BaseException,
