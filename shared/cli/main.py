@@ -31,7 +31,6 @@ import importlib.metadata
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -54,6 +53,7 @@ from shared.settings import (
 if TYPE_CHECKING:
     from shared.runtime.prometheus import AppFigures
     from shared.runtime.realtime_runner import RealtimeApp
+    from shared.runtime.stop_signals import StopSignals
 
 log = logging.getLogger("statewise")
 
@@ -131,28 +131,35 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
     from shared.ops.topics import provision_on
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
+    from shared.runtime.stop_signals import StopSignals
 
-    provision_on(settings, app.topics.all())
-    # The Python workers start while the driver plans the query, forked from a daemon
-    # that has imported the app's modules (docs/operations.md, "Restart time").
-    spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
-    log.info("%s: Spark session up", app.name)
-    start_python_workers(spark)
-    _add_metrics_listener(spark, settings, figures)
-    try:
-        stats = _run_with_restarts(spark, app, settings, available_now, prepare, figures)
-    finally:
-        # Drains the listener bus first: the metrics listener gets its last events
-        # while Python still answers the JVM.
-        spark.stop()
-    log.info("%s stopped: %s", app.name, stats or "no batch written")
-    return 0
+    # SIGINT and SIGTERM stop the run between batches from here on, also while Spark
+    # starts and between restarts (shared/runtime/stop_signals.py).
+    with StopSignals(app.name) as signals:
+        provision_on(settings, app.topics.all())
+        # The Python workers start while the driver plans the query, forked from a daemon
+        # that has imported the app's modules (docs/operations.md, "Restart time").
+        spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
+        signals.install()  # the SparkContext put pyspark's SIGINT handler in place
+        log.info("%s: Spark session up", app.name)
+        start_python_workers(spark)
+        _add_metrics_listener(spark, settings, figures)
+        try:
+            stats = _run_with_restarts(spark, app, settings, available_now, prepare,
+                                       figures, signals)
+        finally:
+            # Drains the listener bus first: the metrics listener gets its last events
+            # while Python still answers the JVM.
+            spark.stop()
+        log.info("%s stopped: %s", app.name, stats or "no batch written")
+        return signals.exit_code
 
 
 def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool, prepare,
-                       figures: AppFigures | None = None):
-    """Run the query until it stops cleanly; restart it after a failure as the restart
-    settings allow (shared/runtime/restarts.py). Returns the sink's figures."""
+                       figures: AppFigures | None, signals: StopSignals):
+    """Run the query until it stops cleanly or ``signals`` ask it to; restart it after a
+    failure as the restart settings allow (shared/runtime/restarts.py). Returns the
+    sink's figures."""
     from shared.ops.topics import absent_topics
     from shared.quality.schedule import start_quality_monitor
     from shared.runtime.restarts import RestartBudget, RestartPolicy
@@ -169,7 +176,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
     checkpoint = checkpoint_path(app, settings)
     monitor = None
     try:
-        while True:
+        while not signals.requested.is_set():
             committed_before = newest_commit(spark, checkpoint)
             try:
                 running = start(spark, app, settings, available_now=available_now,
@@ -177,7 +184,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
                 if monitor is None and not available_now and app.quality_suite is not None:
                     monitor = start_quality_monitor(spark, app, settings)
                 log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
-                run_until_stopped(running)
+                run_until_stopped(running, signals)
                 return running.writer.sink.stats if running.writer.sink else None
             except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost):
                 raise  # a restart would meet it again
@@ -186,7 +193,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
                 pause = after_failure(app, settings, failure, budget, progressed,
                                       lambda: absent_topics(settings, app.topics.all()),
                                       figures)
-                time.sleep(pause)
+                signals.requested.wait(pause)
                 # A restored start's state is in the checkpoint once its first batch
                 # committed; before that, the restart restores again.
                 if restore is not None and newest_commit(spark, checkpoint) >= 0:
@@ -194,6 +201,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
     finally:
         if monitor is not None:
             monitor.stop()
+    return None  # stopped before a query ran
 
 
 def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
