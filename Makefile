@@ -39,7 +39,7 @@ test-slow: setup  ## the slow tests only (minutes each, not in CI): each app on 
 lint: setup  ## ruff
 	@$(VENV)/ruff check .
 
-lock: setup  ## re-pin requirements.lock (and the executors' lock) from pyproject.toml's ranges, with hashes
+lock: setup  ## re-pin requirements.lock (and the runtime, image and executors' locks) from pyproject.toml's ranges, with hashes
 	@python3.11 -m venv /tmp/statewise-lock && /tmp/statewise-lock/bin/pip install -q pip-tools \
 	  && /tmp/statewise-lock/bin/pip-compile -q --generate-hashes --strip-extras --no-header \
 	     --no-annotate --allow-unsafe --extra dev --extra bench -o requirements.lock pyproject.toml \
@@ -47,7 +47,17 @@ lock: setup  ## re-pin requirements.lock (and the executors' lock) from pyprojec
 	  && /tmp/statewise-lock/bin/pip-compile -q --generate-hashes --no-header --no-annotate \
 	     -c requirements.lock -o deploy/cluster/requirements-executor.lock \
 	     /tmp/statewise-lock/executor.in \
-	  && sed -i -e '/^--find-links/d' -e '1{/^$$/d}' requirements.lock deploy/cluster/requirements-executor.lock \
+	  && /tmp/statewise-lock/bin/pip-compile -q --generate-hashes --strip-extras --no-header \
+	     --no-annotate --allow-unsafe -c requirements.lock -o requirements-runtime.lock pyproject.toml \
+	  && /tmp/statewise-lock/bin/pip-compile -q --generate-hashes --strip-extras --no-header \
+	     --no-annotate --unsafe-package pyspark -c requirements.lock \
+	     -o /tmp/statewise-lock/image.lock pyproject.toml \
+	  && { printf '%s\n' "# requirements-runtime.lock without pyspark, for the image (deploy/k8s/Dockerfile): its" \
+	       "# pyspark is the base image's Spark, installed once. Regenerate: make lock."; \
+	       sed -e '/^# WARNING: The following packages/,$$d' /tmp/statewise-lock/image.lock; \
+	     } > deploy/k8s/requirements-image.lock \
+	  && sed -i -e '/^--find-links/d' -e '/./,$$!d' requirements.lock deploy/cluster/requirements-executor.lock \
+	     requirements-runtime.lock deploy/k8s/requirements-image.lock \
 	  && rm -rf /tmp/statewise-lock
 
 broker-up: setup  ## start the local Kafka broker (KRaft) on 127.0.0.1:9092

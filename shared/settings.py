@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +63,13 @@ def setting(default: Any, env: str, help: str, *,  # noqa: A002 - mirrors argpar
     return dataclasses.field(default=default, metadata=metadata, repr=not secret)
 
 
+def _number(kind: type, text: str) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError("not an integer" if kind is int else "not a number") from None
+
+
 class OneOf:
     """A setting's converter for a few fixed values, matched without regard to case and
     kept as written here (``""``, when listed, is "not set")."""
@@ -84,7 +93,7 @@ class Between:
         self.__name__ = f"an integer from {low} to {high}"  # argparse says it
 
     def __call__(self, text: str) -> int:
-        value = int(text)
+        value = _number(int, text)
         if not self.low <= value <= self.high:
             raise ValueError(f"not {self.__name__}")
         return value
@@ -99,10 +108,66 @@ class AtLeast:
         self.__name__ = f"an integer of at least {minimum}"  # argparse says it
 
     def __call__(self, text: str) -> int:
-        value = int(text)
+        value = _number(int, text)
         if value < self.minimum:
             raise ValueError(f"not {self.__name__}")
         return value
+
+
+class AtLeastNumber:
+    """A setting's converter for a number (a float) with a lower bound, included or not."""
+
+    def __init__(self, minimum: float, *, above: bool = False) -> None:
+        self.minimum, self.above = minimum, above
+        self.__name__ = f"a number {'above' if above else 'of at least'} {minimum:g}"
+
+    def __call__(self, text: str) -> float:
+        value = _number(float, text)
+        if value != value or value < self.minimum or (self.above and value == self.minimum):
+            raise ValueError(f"not {self.__name__}")
+        return value
+
+
+class Checked:
+    """A setting's converter for text in a form of its own (a duration, a list, a time of
+    day): ``parse`` must accept it, and the text is kept as written. ``takes``: what the
+    setting takes, in words (argparse and the error say it)."""
+
+    def __init__(self, parse: Callable[[str], Any], takes: str) -> None:
+        self.parse = parse
+        self.__name__ = takes
+
+    def __call__(self, text: str) -> str:
+        try:
+            self.parse(text)
+        except (ValueError, ArithmeticError, TypeError):
+            raise ValueError(f"not {self.__name__}") from None
+        return text
+
+
+def _host_ports(text: str) -> None:
+    for server in text.split(","):
+        host, colon, port = server.strip().rpartition(":")
+        if not host or not colon or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{server.strip()!r} is not HOST:PORT")
+
+
+def _topic_prefix(text: str) -> None:
+    # Kafka's legal topic characters (a prefix becomes part of every topic's name).
+    if not re.fullmatch(r"[A-Za-z0-9._-]*", text):
+        raise ValueError("only letters, digits, '.', '_' and '-'")
+
+
+def _spark_master(text: str) -> None:
+    if not re.fullmatch(r"local(\[(\d+|\*)(,\d+)?\])?|(spark|k8s|mesos)://\S+|yarn", text):
+        raise ValueError("local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL")
+
+
+def _starting_offsets(text: str) -> None:
+    if text.strip().lower() in ("earliest", "latest"):
+        return
+    if not isinstance(json.loads(text), dict):
+        raise ValueError("a JSON object of topics to partitions to offsets")
 
 
 @dataclass(frozen=True)
@@ -110,10 +175,12 @@ class PlatformSettings:
     """Settings every Statewise app shares: where Kafka and Spark are, where state lives."""
 
     bootstrap_servers: str = setting(
-        "127.0.0.1:9092", "STATEWISE_BOOTSTRAP_SERVERS", "Kafka bootstrap servers")
+        "127.0.0.1:9092", "STATEWISE_BOOTSTRAP_SERVERS", "Kafka bootstrap servers",
+        convert=Checked(_host_ports, "HOST:PORT[,HOST:PORT...]"))
     topic_prefix: str = setting(
         "", "STATEWISE_TOPIC_PREFIX",
-        "prefix added to every topic name (isolates tests, tenants or environments)")
+        "prefix added to every topic name (isolates tests, tenants or environments)",
+        convert=Checked(_topic_prefix, "a topic name prefix"))
     allow_fewer_replicas: bool = setting(
         False, "STATEWISE_ALLOW_FEWER_REPLICAS",
         "create a missing topic even when fewer brokers are alive than its spec's "
@@ -121,11 +188,12 @@ class PlatformSettings:
         "single local broker. Without it such a creation is refused, naming the topics")
     spark_master: str = setting(
         "local[2]", "STATEWISE_SPARK_MASTER",
-        "Spark master URL: local[N] or a cluster master such as spark://host:7077")
+        "Spark master URL: local[N] or a cluster master such as spark://host:7077",
+        convert=Checked(_spark_master, "a Spark master URL"))
     state_partitions: int = setting(
         4, "STATEWISE_STATE_PARTITIONS",
         "shuffle/state partitions; fixed in a checkpoint when it is created "
-        "(change it later only through a savepoint restore)")
+        "(change it later only through a savepoint restore)", convert=AtLeast(1))
     # A string, not a Path: Path("hdfs://nn/x") would collapse the URI's "//".
     checkpoint_dir: str = setting(
         str(HOME / "var" / "checkpoints"), "STATEWISE_CHECKPOINT_DIR",
@@ -165,10 +233,12 @@ class PlatformSettings:
         200_000, "STATEWISE_MAX_OFFSETS_PER_TRIGGER",
         "cap on Kafka records read per micro-batch (0 = no cap). A catch-up after an "
         "outage reads its backlog in batches of this size: one batch of a whole backlog "
-        "could outlast the sink's transaction timeout (60 s) and fail on every restart")
+        "could outlast the sink's transaction timeout (60 s) and fail on every restart",
+        convert=AtLeast(0))
     starting_offsets: str = setting(
         "earliest", "STATEWISE_STARTING_OFFSETS",
-        "where a new checkpoint starts reading: earliest, latest or Kafka's JSON form")
+        "where a new checkpoint starts reading: earliest, latest or Kafka's JSON form",
+        convert=Checked(_starting_offsets, "earliest, latest or Kafka's JSON offsets"))
     allow_new_checkpoint: bool = setting(
         False, "STATEWISE_ALLOW_NEW_CHECKPOINT",
         "start on a new (empty or deleted) checkpoint even though the app has written "
@@ -204,7 +274,7 @@ class PlatformSettings:
         convert=OneOf("auto", "jars", "packages"))
     rocksdb_memory_mb: int = setting(
         500, "STATEWISE_ROCKSDB_MEMORY_MB",
-        "bound on RocksDB memory per executor (block cache and write buffers)")
+        "bound on RocksDB memory per executor (block cache and write buffers)", convert=AtLeast(1))
     # Spark keeps this many committed batches of state versions, offsets and commits; a
     # snapshot older than them is kept as long as a retained version needs it.
     checkpoint_retained_batches: int = setting(
@@ -216,10 +286,11 @@ class PlatformSettings:
     state_warn_rows: int = setting(
         0, "STATEWISE_STATE_WARN_ROWS",
         "warn when a state partition holds more rows (keys + history entries) than this; "
-        "0 = 0.8 x the rows the app's per-bucket cap allows a partition")
+        "0 = 0.8 x the rows the app's per-bucket cap allows a partition", convert=AtLeast(0))
     state_max_rows_per_bucket: int = setting(
         0, "STATEWISE_STATE_MAX_ROWS_PER_BUCKET",
-        "rows (keys + history entries) one state bucket may hold; 0 = the app's own cap")
+        "rows (keys + history entries) one state bucket may hold; 0 = the app's own cap",
+        convert=AtLeast(0))
     state_overflow: str = setting(
         "", "STATEWISE_STATE_OVERFLOW",
         "what a full bucket does: fail, evict_idlest (drop the least recently active "
@@ -228,7 +299,7 @@ class PlatformSettings:
     state_growth_batches: int = setting(
         300, "STATEWISE_STATE_GROWTH_BATCHES",
         "warn when a state partition's rows rose in this many batches without a fall "
-        "(state that keeps growing); 0 = off")
+        "(state that keeps growing); 0 = off", convert=AtLeast(0))
     # Flink's restart strategies (failure rate, exponential delay) in one: a failed
     # query restarts from its checkpoint (shared/runtime/restarts.py).
     restart_max_failures: int = setting(
@@ -238,22 +309,26 @@ class PlatformSettings:
         convert=AtLeast(0))
     restart_window_s: float = setting(
         600.0, "STATEWISE_RESTART_WINDOW_S",
-        "the interval in which STATEWISE_RESTART_MAX_FAILURES failures stop the app")
+        "the interval in which STATEWISE_RESTART_MAX_FAILURES failures stop the app",
+        convert=AtLeastNumber(0, above=True))
     restart_backoff_s: float = setting(
         1.0, "STATEWISE_RESTART_BACKOFF_S",
         "the pause before the first restart; it doubles with each failure in the window, "
-        "up to STATEWISE_RESTART_MAX_BACKOFF_S")
+        "up to STATEWISE_RESTART_MAX_BACKOFF_S", convert=AtLeastNumber(0))
     restart_max_backoff_s: float = setting(
-        60.0, "STATEWISE_RESTART_MAX_BACKOFF_S", "the longest pause between restarts")
+        60.0, "STATEWISE_RESTART_MAX_BACKOFF_S", "the longest pause between restarts",
+        convert=AtLeastNumber(0))
     batch_timeout_s: float = setting(
         300.0, "STATEWISE_BATCH_TIMEOUT_S",
         "a micro-batch still writing after this many seconds is cancelled, which fails "
         "the query for the restart strategy (a writer stuck in a Kafka call cannot time "
         "itself out); at half of it, a writer still at work prints its stacks to the "
-        "executor's log; 0 = never. Keep it above the longest batch a backlog makes")
+        "executor's log; 0 = never. Keep it above the longest batch a backlog makes",
+        convert=AtLeastNumber(0))
     quality_interval_s: float = setting(
         300.0, "STATEWISE_QUALITY_INTERVAL_S",
-        "seconds between full great-expectations validations of a sample (0 = off)")
+        "seconds between full great-expectations validations of a sample (0 = off)",
+        convert=AtLeastNumber(0))
     # Kafka security: every client (admin, producers, consumers, Spark's source and sink)
     # gets these, translated for its family by shared/runtime/kafka_clients.py.
     kafka_security: str = setting(
@@ -280,6 +355,13 @@ class PlatformSettings:
         "PEM file of the CA that signed the brokers' certificates ('' = the system's); "
         "on a cluster it must exist at this path on every node")
 
+    def __post_init__(self) -> None:
+        """Settings that must agree with each other (each alone: its converter)."""
+        if self.restart_backoff_s > self.restart_max_backoff_s:
+            raise SettingsError(
+                f"STATEWISE_RESTART_BACKOFF_S ({self.restart_backoff_s:g}) must not exceed "
+                f"STATEWISE_RESTART_MAX_BACKOFF_S ({self.restart_max_backoff_s:g})")
+
 
 def _unwrap_optional(tp: Any) -> Any:
     if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
@@ -288,7 +370,12 @@ def _unwrap_optional(tp: Any) -> Any:
     return tp
 
 
-class EnvironmentValueError(ValueError):
+class SettingsError(ValueError):
+    """Settings the app cannot run with, in one line naming the variable(s) and what
+    they take: the command exits 2 before anything starts (shared/cli/main.py)."""
+
+
+class EnvironmentValueError(SettingsError):
     """An environment variable holds a value its setting cannot take."""
 
     def __init__(self, variable: str, value: str, problem: str) -> None:
@@ -376,9 +463,16 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[s
 
 
 def from_namespace(cls: type[S], namespace: argparse.Namespace) -> S:
-    """Build ``cls`` from the parsed flags, ignoring flags that are not its fields."""
+    """Build ``cls`` from the parsed flags, ignoring flags that are not its fields. Raises
+    :class:`SettingsError` when the settings' own checks (``__post_init__``: settings
+    that must agree with each other) refuse them."""
     names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in vars(namespace).items() if k in names})
+    try:
+        return cls(**{k: v for k, v in vars(namespace).items() if k in names})
+    except SettingsError:
+        raise
+    except (ValueError, ArithmeticError) as error:
+        raise SettingsError(f"settings of {cls.__name__}: {error}") from None
 
 
 def load(cls: type[S], argv: Sequence[str] | None = None,

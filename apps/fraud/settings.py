@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.runtime.durations import SparkDuration
-from shared.settings import PlatformSettings, setting
+from shared.settings import AtLeast, AtLeastNumber, PlatformSettings, setting
 
 
 @dataclass(frozen=True)
@@ -17,35 +17,46 @@ class FraudSettings(PlatformSettings):
     """Per-card fraud detection on card transactions."""
 
     velocity_count: int = setting(
-        5, "FRAUD_VELOCITY_COUNT", "velocity: alert when a card makes this many transactions")
+        5, "FRAUD_VELOCITY_COUNT", "velocity: alert when a card makes this many transactions",
+        convert=AtLeast(1))
     velocity_window_s: int = setting(
-        180, "FRAUD_VELOCITY_WINDOW_S", "velocity: ... within this many seconds of event time")
+        180, "FRAUD_VELOCITY_WINDOW_S", "velocity: ... within this many seconds of event time",
+        convert=AtLeast(1))
     spend_window_min: int = setting(
         15, "FRAUD_SPEND_WINDOW_MIN",
         "spend velocity: the interval whose spend is judged (the widest rule window sets "
-        "how much history a card keeps: state grows with the event rate times it)")
+        "how much history a card keeps: state grows with the event rate times it)",
+        convert=AtLeast(1))
     spend_factor: float = setting(
         20.0, "FRAUD_SPEND_FACTOR",
         "spend velocity: alert when the interval's spend reaches this many times the card's "
-        "mean transaction amount so far")
+        "mean transaction amount so far", convert=AtLeastNumber(0, above=True))
     spend_min_history: int = setting(
         3, "FRAUD_SPEND_MIN_HISTORY",
-        "spend velocity: earlier transactions a card needs before it has a baseline")
+        "spend velocity: earlier transactions a card needs before it has a baseline",
+        convert=AtLeast(0))
     travel_max_kmh: float = setting(
         900.0, "FRAUD_TRAVEL_MAX_KMH",
-        "impossible travel: fastest plausible speed between consecutive transactions")
+        "impossible travel: fastest plausible speed between consecutive transactions",
+        convert=AtLeastNumber(0, above=True))
     travel_min_km: float = setting(
-        500.0, "FRAUD_TRAVEL_MIN_KM", "impossible travel: shorter jumps never alert")
+        500.0, "FRAUD_TRAVEL_MIN_KM", "impossible travel: shorter jumps never alert",
+        convert=AtLeastNumber(0))
     travel_max_gap_h: float = setting(
-        12.0, "FRAUD_TRAVEL_MAX_GAP_H", "impossible travel: longer gaps never alert")
+        12.0, "FRAUD_TRAVEL_MAX_GAP_H", "impossible travel: longer gaps never alert",
+        convert=AtLeastNumber(0, above=True))
     testing_probes: int = setting(
-        3, "FRAUD_TESTING_PROBES", "card testing: small transactions right before a large one")
+        3, "FRAUD_TESTING_PROBES", "card testing: small transactions right before a large one",
+        convert=AtLeast(1))
     testing_small_usd: float = setting(
-        2.5, "FRAUD_TESTING_SMALL_USD", "card testing: a probe is below this (USD equivalent)")
+        2.5, "FRAUD_TESTING_SMALL_USD", "card testing: a probe is below this (USD equivalent)",
+        convert=AtLeastNumber(0, above=True))
     testing_large_usd: float = setting(
-        200.0, "FRAUD_TESTING_LARGE_USD", "card testing: the cash-out is at least this")
+        200.0, "FRAUD_TESTING_LARGE_USD", "card testing: the cash-out is at least this",
+        convert=AtLeastNumber(0, above=True))
     testing_window_min: float = setting(
-        10.0, "FRAUD_TESTING_WINDOW_MIN", "card testing: probes and cash-out within this")
+        10.0, "FRAUD_TESTING_WINDOW_MIN", "card testing: probes and cash-out within this",
+        convert=AtLeastNumber(0, above=True))
     allowed_lateness: str = setting(
         "30 seconds", "FRAUD_ALLOWED_LATENESS",
         "how far behind the newest event time a transaction may arrive; later ones go to "
@@ -53,8 +64,9 @@ class FraudSettings(PlatformSettings):
         convert=SparkDuration())
     card_idle_expiry_h: float = setting(
         24.0, "FRAUD_CARD_IDLE_EXPIRY_H",
-        "a card with no transaction for this many hours of event time is forgotten")
+        "a card with no transaction for this many hours of event time is forgotten",
+        convert=AtLeastNumber(0, above=True))
     state_buckets: int = setting(
         8, "FRAUD_STATE_BUCKETS",
         "cards are hashed into this many state buckets in a new checkpoint; a checkpoint "
-        "keeps the count it was made with (a savepoint restore changes it)")
+        "keeps the count it was made with (a savepoint restore changes it)", convert=AtLeast(1))

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from shared.cli.demo_io import print_outputs, produce, report_progress, report_quality, say
 from shared.cli.parsing import CommandParser
 from shared.runtime import kafka_clients
+from shared.runtime.stop_signals import StopSignals
 from shared.settings import HOME, PlatformSettings, from_env
 
 if TYPE_CHECKING:
@@ -152,6 +153,9 @@ def _run_apps(apps: list[AppDefinition], args: argparse.Namespace,
     running: dict[str, object] = {}
     monitors: list = []
     spark = None
+    # Once Spark runs, SIGINT and SIGTERM stop the demo after the batches in flight,
+    # also while it drains them (shared/runtime/stop_signals.py).
+    signals = StopSignals("the demo")
     several = len(apps) > 1
     try:
         platform = on_demo_kafka(from_env(PlatformSettings), bootstrap_servers, args)
@@ -173,6 +177,7 @@ def _run_apps(apps: list[AppDefinition], args: argparse.Namespace,
         say(f"starting Spark (local) and {', '.join(settings)}: first results in about a "
             "minute ...")
         spark = _spark(apps, settings)
+        signals.install()
         # All at once, in one Spark: a tour of one app after another would pay Spark's
         # start (most of the minute to the first output) for each, and the demo rates
         # are low enough for the queries to share 2 cores.
@@ -185,18 +190,19 @@ def _run_apps(apps: list[AppDefinition], args: argparse.Namespace,
                 monitors.append(_quality_monitor(spark, app, settings[app.name]))
                 threads.append(_thread(report_quality, app, settings[app.name], status,
                                        stop))
-        return _wait_until_stopped(running, stop)
+        return _wait_until_stopped(running, signals)
     finally:
         say("stopping: producers, printers, queries (after their current batch) ...")
         stop.set()
         for monitor in monitors:
             monitor.stop(timeout=30)
         for query in running.values():
-            query.stop()
+            query.stop(forced=signals.forced)
         for thread in threads:
             thread.join(timeout=15)
         if spark is not None:
             spark.stop()
+        signals.restore()
 
 
 def _interrupt(signum, frame) -> None:
@@ -298,20 +304,14 @@ def _suggest_control(app: AppDefinition, bootstrap_servers: str,
             f"{app.name} {app.demo.control_example} --topic-prefix {DEMO_PREFIX}{where}")
 
 
-def _wait_until_stopped(running: dict, stop: threading.Event) -> int:
+def _wait_until_stopped(running: dict, signals: StopSignals) -> int:
     """Until Ctrl-C or SIGTERM (0), or until a query fails (1)."""
-    previous = {sig: signal.signal(sig, lambda signum, frame: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while not stop.wait(0.5):
-            for name, app_query in running.items():
-                if not app_query.query.isActive:
-                    say(f"{name}: the query ended: {app_query.query.exception()}")
-                    return 1
-        return 0
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    while not signals.requested.wait(0.5):
+        for name, app_query in running.items():
+            if not app_query.query.isActive:
+                say(f"{name}: the query ended: {app_query.query.exception()}")
+                return 1
+    return 0
 
 
 def _thread(target, *args) -> threading.Thread:

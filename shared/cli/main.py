@@ -32,7 +32,6 @@ import importlib.metadata
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -45,10 +44,10 @@ from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, O
 from shared.runtime.checkpoint_lock import CheckpointInUse
 from shared.runtime.input_kept import InputLost
 from shared.runtime.kafka_clients import KafkaSecurityError
-from shared.runtime.restarts import RestartsExhausted
+from shared.runtime.restarts import NotRestartable, RestartsExhausted
 from shared.settings import (
-    EnvironmentValueError,
     PlatformSettings,
+    SettingsError,
     add_arguments,
     from_namespace,
 )
@@ -56,6 +55,7 @@ from shared.settings import (
 if TYPE_CHECKING:
     from shared.runtime.prometheus import AppFigures
     from shared.runtime.realtime_runner import RealtimeApp
+    from shared.runtime.stop_signals import StopSignals
 
 log = logging.getLogger("statewise")
 
@@ -92,6 +92,9 @@ def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
     except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost) as error:
         # A restart would meet it again.
         log.error("%s: %s", app.name, error)
+        return DO_NOT_RESTART
+    except NotRestartable as error:  # names the app itself
+        log.error("%s", error)
         return DO_NOT_RESTART
     except (RestartsExhausted, MetricsEndpointError) as error:
         log.error("%s", error)
@@ -130,34 +133,42 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
     from shared.ops.topics import provision_on
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
+    from shared.runtime.stop_signals import StopSignals
 
-    provision_on(settings, app.topics.all())
-    # The Python workers start while the driver plans the query, forked from a daemon
-    # that has imported the app's modules (docs/operations.md, "Restart time").
-    spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
-    log.info("%s: Spark session up", app.name)
-    start_python_workers(spark)
-    _add_metrics_listener(spark, settings, figures)
-    try:
-        stats = _run_with_restarts(spark, app, settings, available_now, prepare, figures)
-    finally:
-        # Drains the listener bus first: the metrics listener gets its last events
-        # while Python still answers the JVM.
-        spark.stop()
-    log.info("%s stopped: %s", app.name, stats or "no batch written")
-    return 0
+    # SIGINT and SIGTERM stop the run between batches from here on, also while Spark
+    # starts and between restarts (shared/runtime/stop_signals.py).
+    with StopSignals(app.name) as signals:
+        provision_on(settings, app.topics.all())
+        # The Python workers start while the driver plans the query, forked from a daemon
+        # that has imported the app's modules (docs/operations.md, "Restart time").
+        spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
+        signals.install()  # the SparkContext put pyspark's SIGINT handler in place
+        log.info("%s: Spark session up", app.name)
+        start_python_workers(spark)
+        _add_metrics_listener(spark, settings, figures)
+        try:
+            stats = _run_with_restarts(spark, app, settings, available_now, prepare,
+                                       figures, signals)
+        finally:
+            # Drains the listener bus first: the metrics listener gets its last events
+            # while Python still answers the JVM.
+            spark.stop()
+        log.info("%s stopped: %s", app.name, stats or "no batch written")
+        return signals.exit_code
 
 
 def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool, prepare,
-                       figures: AppFigures | None = None):
-    """Run the query until it stops cleanly; restart it after a failure as the restart
-    settings allow (shared/runtime/restarts.py). Returns the sink's figures."""
+                       figures: AppFigures | None, signals: StopSignals):
+    """Run the query until it stops cleanly or ``signals`` ask it to; restart it after a
+    failure as the restart settings allow (shared/runtime/restarts.py). Returns the
+    sink's figures."""
+    from shared.ops.topics import absent_topics
     from shared.quality.schedule import start_quality_monitor
-    from shared.runtime.restarts import RestartBudget, RestartPolicy, RestartsExhausted
+    from shared.runtime.restarts import RestartBudget, RestartPolicy
     from shared.runtime.runner import (
+        after_failure,
         checkpoint_path,
         newest_commit,
-        note_restart,
         run_until_stopped,
         start,
     )
@@ -167,7 +178,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
     checkpoint = checkpoint_path(app, settings)
     monitor = None
     try:
-        while True:
+        while not signals.requested.is_set():
             committed_before = newest_commit(spark, checkpoint)
             try:
                 running = start(spark, app, settings, available_now=available_now,
@@ -175,20 +186,16 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
                 if monitor is None and not available_now and app.quality_suite is not None:
                     monitor = start_quality_monitor(spark, app, settings, figures)
                 log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
-                run_until_stopped(running)
+                run_until_stopped(running, signals)
                 return running.writer.sink.stats if running.writer.sink else None
             except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost):
                 raise  # a restart would meet it again
-            except Exception as failure:  # noqa: BLE001 - the budget decides; it names it
+            except Exception as failure:  # noqa: BLE001 - after_failure decides, names it
                 progressed = newest_commit(spark, checkpoint) > committed_before
-                pause = budget.failed(progressed)
-                note_restart(app, settings, failure, pause, budget, figures)
-                if pause is None:
-                    raise RestartsExhausted(app.name, budget.policy, len(budget.failures),
-                                            failure) from failure
-                log.warning("%s: the query failed; restart %d in %.1f s", app.name,
-                            budget.restarts, pause)
-                time.sleep(pause)
+                pause = after_failure(app, settings, failure, budget, progressed,
+                                      lambda: absent_topics(settings, app.topics.all()),
+                                      figures)
+                signals.requested.wait(pause)
                 # A restored start's state is in the checkpoint once its first batch
                 # committed; before that, the restart restores again.
                 if restore is not None and newest_commit(spark, checkpoint) >= 0:
@@ -196,6 +203,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
     finally:
         if monitor is not None:
             monitor.stop()
+    return None  # stopped before a query ran
 
 
 def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
@@ -559,7 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _summary, command_main = COMMANDS[args.command]
     try:
         return command_main(rest)
-    except (EnvironmentValueError, KafkaSecurityError) as error:  # usage errors: exit 2
+    except (SettingsError, KafkaSecurityError) as error:  # usage errors: exit 2
         print(f"statewise: {error}", file=sys.stderr)
         return 2
     except BrokerUnreachable as error:
@@ -568,7 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TooFewBrokers as error:
         print(f"statewise: {error}", file=sys.stderr)
         return 1
-    except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost) as error:
+    except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost,
+            NotRestartable) as error:
         # A restart would meet it again.
         print(f"statewise: {error}", file=sys.stderr)
         return DO_NOT_RESTART

@@ -159,6 +159,21 @@ def require_broker(where: KafkaTarget, timeout_s: float = BROKER_PROBE_TIMEOUT_S
                 raise BrokerUnreachable(kafka.bootstrap_servers, reason) from None
 
 
+def absent_topics(settings, specs: Iterable[TopicSpec], timeout_s: float = 10.0) -> list[str]:
+    """The topics of ``specs`` (under the settings' prefix) that the settings' Kafka does
+    not list: gone, or not visible to the principal. [] when the cluster does not answer
+    within ``timeout_s``: a broker away is what a restart waits out."""
+    from shared.runtime import kafka_clients
+
+    try:
+        listed = kafka_clients.admin_client(settings, log_level=0).list_topics(
+            timeout=timeout_s).topics
+    except KafkaException:
+        return []
+    names = [spec.qualified(settings.topic_prefix) for spec in specs]
+    return [name for name in names if name not in listed]
+
+
 def replication_factors(to_create: Mapping[str, TopicSpec], live_brokers: Collection[int],
                         allow_fewer_replicas: bool) -> dict[str, int]:
     """The replication factor each topic of ``to_create`` (keyed by its name on the broker)

@@ -77,6 +77,43 @@ class RestartsExhausted(RuntimeError):
             f"The last: {cause_summary(cause)}")
 
 
+class NotRestartable(RuntimeError):
+    """A failure a restart meets again (a Kafka authorization or authentication refusal, a
+    topic that is gone, settings Spark refuses): the app stops at once, naming it, and
+    exits 78 so that no supervisor restarts it either."""
+
+    def __init__(self, app: str, what: str, cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__(f"{app}: {what}, which a restart cannot fix: not restarting. "
+                         f"{cause_summary(cause)}")
+
+
+# What a failure's texts name when no restart can help, and what it is in words. Kafka's
+# Java errors, librdkafka's codes and Spark's error classes; matched anywhere in the texts.
+_NOT_RESTARTABLE = (
+    (re.compile(r"AuthorizationException|_AUTHORIZATION_FAILED|Not authorized to access"),
+     "Kafka refused an operation to the app's principal (ACLs)"),
+    (re.compile(r"AuthenticationException|SaslAuthenticationException|Authentication failed"
+                r"|Local: Authentication failure"),
+     "Kafka refused the app's credentials"),
+    (re.compile(r"UnknownTopicOrPartitionException|UNKNOWN_TOPIC_OR_PART"
+                r"|Unknown topic or partition|topic .* does not exist"),
+     "a topic the app reads or writes does not exist"),
+)
+
+
+def not_restartable(error: BaseException) -> str | None:
+    """What the failure is when a restart cannot fix it (see ``_NOT_RESTARTABLE``), or
+    None when a restart may."""
+    from shared.runtime.checkpoint_check import error_texts
+    from shared.settings import SettingsError
+
+    if isinstance(error, SettingsError):
+        return "a setting the app cannot run with"
+    texts = "\n".join(error_texts(error))
+    return next((what for pattern, what in _NOT_RESTARTABLE if pattern.search(texts)), None)
+
+
 # "package.module.SomeError: message", the last line of a Python traceback.
 _PYTHON_ERROR = re.compile(r"^(?:[a-z_][\w]*\.)+[A-Z]\w*: \S")
 _WRAPPERS = ("py4j.", "pyspark.", "java.", "javax.", "org.apache.", "scala.")

@@ -8,10 +8,9 @@ the runner resumes from it, which is what recovery means.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,7 @@ from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
 from shared.runtime.owner_only import prepare_app_folders
 from shared.runtime.pipeline import LATE_EVENT_TIME, assemble
 from shared.runtime.state_guard import StateGuard, guard_for, with_state_caps
+from shared.runtime.stop_signals import StopSignals
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig, names, output_mismatch_in
 from shared.sink.ledger import SinkLedger
@@ -129,13 +129,16 @@ class RunningApp:
     writer: BatchWriter
     locks: RunLocks
 
-    def stop(self, drain_timeout_s: float = 120.0) -> None:
+    def stop(self, drain_timeout_s: float = 120.0,
+             forced: threading.Event | None = None) -> None:
         """Stop between batches: a batch cut short is replayed on restart anyway, but
-        cancelling it mid-flight makes Spark log a storm of errors."""
+        cancelling it mid-flight makes Spark log a storm of errors. ``forced``: once set,
+        the batch in flight is not waited for."""
+        forced = forced or threading.Event()
         deadline = time.monotonic() + drain_timeout_s
         while self.query.isActive and self.query.status["isTriggerActive"] \
-                and time.monotonic() < deadline:
-            time.sleep(0.1)
+                and time.monotonic() < deadline and not forced.wait(0.1):
+            pass
         self.query.stop()
         if self.writer.sink is not None:
             self.writer.sink.close()
@@ -338,30 +341,35 @@ def failure(running: RunningApp) -> BaseException | None:
             or error)
 
 
-def run_until_stopped(running: RunningApp, stop_requested: threading.Event | None = None
-                      ) -> None:
-    """Block until the query ends, ``stop_requested`` is set, or SIGINT/SIGTERM arrives;
-    then stop gracefully, between batches."""
-    stop_requested = stop_requested or threading.Event()
-
-    def request_stop(signum, _frame):
-        log.warning("signal %s: stopping %s after the current batch", signum,
-                    running.query.name)
-        stop_requested.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+def run_until_stopped(running: RunningApp, signals: StopSignals | None = None) -> None:
+    """Block until the query ends or a stop is requested (``signals``: the run's; None:
+    SIGINT and SIGTERM are taken for this call only); then stop between batches. A
+    failure of the query once a stop was requested is the stop's own (a signal to the
+    process group reaches the Python workers too): logged, not raised; the batch it cut
+    is replayed at the next start."""
+    own = signals is None
+    signals = signals or StopSignals(running.query.name).install()
     try:
-        while not stop_requested.is_set() and running.query.isActive:
-            stop_requested.wait(0.5)
+        while not signals.requested.is_set() and running.query.isActive:
+            signals.requested.wait(0.5)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        running.stop()
+        try:
+            running.stop(forced=signals.forced)
+        finally:
+            if own:
+                signals.restore()
     error = failure(running)
-    if error is not None:
-        if isinstance(error, CheckpointDamaged | OutputMismatch):
-            raise error
-        raise RuntimeError(f"query {running.query.name} failed") from error
+    if error is None:
+        return
+    if signals.requested.is_set():
+        from shared.runtime.restarts import cause_summary
+
+        log.warning("%s: the batch in flight failed as the app stopped (it is replayed at "
+                    "the next start): %s", running.query.name, cause_summary(error))
+        return
+    if isinstance(error, CheckpointDamaged | OutputMismatch):
+        raise error
+    raise RuntimeError(f"query {running.query.name} failed") from error
 
 
 def newest_commit(spark: SparkSession, checkpoint: str) -> int:
@@ -369,6 +377,35 @@ def newest_commit(spark: SparkSession, checkpoint: str) -> int:
     -1 when none is."""
     commits = HadoopFiles(spark, checkpoint).listing("commits") or {}
     return max((int(name) for name in commits if name.isdigit()), default=-1)
+
+
+def after_failure(app: AppDefinition, settings: PlatformSettings, failure: BaseException,
+                  budget, progressed: bool, absent_topics: Callable[[], list[str]],
+                  figures: AppFigures | None = None) -> float:
+    """What follows a failure of the app's query: the pause before its restart, logged on
+    the console in one line with its cause; or, raised, ``NotRestartable`` for a failure
+    a restart meets again (``absent_topics``: the app's topics the cluster does not list)
+    and ``RestartsExhausted`` once the budget is spent. Each is noted (note_restart)."""
+    from shared.runtime.restarts import (
+        NotRestartable,
+        RestartsExhausted,
+        cause_summary,
+        not_restartable,
+    )
+
+    what = not_restartable(failure)
+    if what is None and (absent := absent_topics()):
+        what = f"topic{'s' if len(absent) > 1 else ''} {', '.join(absent)} not found"
+    pause = None if what else budget.failed(progressed)
+    note_restart(app, settings, failure, pause, budget, figures)
+    if what:
+        raise NotRestartable(app.name, what, failure) from failure
+    if pause is None:
+        raise RestartsExhausted(app.name, budget.policy, len(budget.failures),
+                                failure) from failure
+    log.warning("%s: the query failed; restart %d in %.1f s. Cause: %s", app.name,
+                budget.restarts, pause, cause_summary(failure))
+    return pause
 
 
 def note_restart(app: AppDefinition, settings: PlatformSettings, failure: BaseException,

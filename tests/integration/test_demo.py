@@ -1,6 +1,7 @@
 """``statewise demo iot`` and ``statewise demo trading`` as a user runs them, a process of
 their own, on the test broker (``--bootstrap-servers``): an output of the app within
-90 s, then Ctrl-C stops the demo cleanly and leaves the given broker running."""
+90 s, then Ctrl-C (SIGINT twice) stops the demo cleanly and leaves the given broker
+running."""
 
 from __future__ import annotations
 
@@ -61,7 +62,11 @@ def first_line_starting(lines: queue.Queue, starts: tuple[str, ...], timeout_s: 
 
 
 def stopped_by_ctrl_c(process: subprocess.Popen) -> int:
-    """SIGINT, as Ctrl-C sends; the whole process group is killed if it hangs."""
+    """SIGINT twice, a second apart, as Ctrl-C and GNU timeout send it (issue 43: the
+    second one cancelled the batches being drained); the whole process group is killed
+    if it hangs."""
+    process.send_signal(signal.SIGINT)
+    time.sleep(1.0)
     process.send_signal(signal.SIGINT)
     try:
         return process.wait(STOP_S)
@@ -78,12 +83,17 @@ def test_statewise_demo_prints_the_apps_outputs_within_90_s(name, kafka_bootstra
     process = demo_process(name, kafka_bootstrap, tmp_path)
     seen: list[str] = []
     started = time.monotonic()
+    lines = lines_of(process)
     try:
-        first = first_line_starting(lines_of(process), outputs, FIRST_OUTPUT_S, seen)
+        first = first_line_starting(lines, outputs, FIRST_OUTPUT_S, seen)
         took_s = time.monotonic() - started
     finally:
         code = stopped_by_ctrl_c(process)
+    time.sleep(0.5)  # the reader thread takes the last lines
+    while not lines.empty():
+        seen.append(lines.get())
     shown = "\n".join(seen[-30:])
+    assert not any("Traceback" in line for line in seen), shown
     assert first is not None, f"no output of {name} within {FIRST_OUTPUT_S} s:\n{shown}"
     print(f"{name}: first output after {took_s:.1f} s: {first}")
     assert code == 0, shown

@@ -1,7 +1,9 @@
-"""The wheel installed in a fresh virtual environment outside the clone runs ``statewise
-produce fraud`` and ``statewise run fraud --available-now`` against a broker (issue 14):
-code, logging configuration and entry points come from the installed package, local
-state from STATEWISE_HOME, and what the app wrote equals its replay in memory."""
+"""The wheel built and installed by the commands deploy/README.md gives, run verbatim in an
+empty folder outside the clone (issue 43: the documented ``pip install -c
+requirements.lock`` failed on hashes), runs ``statewise produce fraud`` and ``statewise run
+fraud --available-now`` against a broker (issue 14): code, dependencies, logging
+configuration and entry points come from the new environment, local state from
+STATEWISE_HOME, and what the app wrote equals its replay in memory."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_the_installed_wheel_runs_an_app_from_outside_the_clone(tmp_path, kafka_settings):
-    bin_dir = install(build_wheel(tmp_path / "dist"), tmp_path / "venv")
+    target = tmp_path / "target"
+    bin_dir = install(build_wheel(tmp_path / "dist"), target)
     outside, home = tmp_path / "elsewhere", tmp_path / "home"
     outside.mkdir()
     env = outside_env(
@@ -37,10 +40,11 @@ def test_the_installed_wheel_runs_an_app_from_outside_the_clone(tmp_path, kafka_
                               capture_output=True, text=True, timeout=300, check=False)
 
     where = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import apps, shared.runtime.spark as s; "
-         "print(apps.__file__); print(s.LOG4J_CONFIG.is_file())"],
+        [str(bin_dir / "python"), "-c", "import apps, pyspark, shared.runtime.spark as s; "
+         "print(apps.__file__); print(pyspark.__file__); print(s.LOG4J_CONFIG.is_file())"],
         cwd=outside, env=env, capture_output=True, text=True, check=True).stdout.split()
-    assert where[0].startswith(str(tmp_path / "venv")) and where[1] == "True"
+    assert all(path.startswith(str(target)) for path in where[:2]), where
+    assert where[2] == "True"
 
     # 12,000 transactions over 1,000 s of event time that ended a minute ago.
     start_ms = int(time.time() * 1000) - 1_060_000

@@ -101,10 +101,20 @@ class K8sSettings:
         False, "STATEWISE_K8S_SPARK_UI",
         "serve the Spark UI in the driver, reachable through the Spark operator's UI "
         "service (<app>-ui-svc, port 4040; its Helm value controller.uiService.enable)")
+    # The operator's restartPolicy (v1beta2: Never, Always, OnFailure, with retry counts)
+    # has no rule per exit code: OnFailure would resubmit exit 78 and 2 (a damaged
+    # checkpoint, a bad setting) like any failure, so Never by default.
+    restart_policy: str = setting(
+        "Never", "STATEWISE_K8S_RESTART_POLICY",
+        "Never: a driver that exits (78: needs a person; 1: restart budget spent) stays "
+        "FAILED, the app having restarted its query itself (STATEWISE_RESTART_*); "
+        "OnFailure: the operator resubmits any failed driver, exit 78 included, "
+        "STATEWISE_K8S_RESTART_RETRIES times (also after a lost driver pod)",
+        convert=OneOf("Never", "OnFailure"))
     restart_retries: int = setting(
         3, "STATEWISE_K8S_RESTART_RETRIES",
-        "times the operator resubmits an app whose driver failed (the app restarts a "
-        "failed query itself first: STATEWISE_RESTART_*)", convert=AtLeast(0))
+        "with OnFailure: times the operator resubmits an app whose driver failed (the app "
+        "restarts a failed query itself first: STATEWISE_RESTART_*)", convert=AtLeast(0))
     restart_interval_s: int = setting(
         60, "STATEWISE_K8S_RESTART_INTERVAL_S", "seconds before such a resubmission",
         convert=AtLeast(1))

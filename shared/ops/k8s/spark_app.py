@@ -125,9 +125,11 @@ def _volumes(settings: K8sSettings) -> list[dict[str, Any]]:
 
 
 def _restart_policy(settings: K8sSettings) -> dict[str, Any]:
-    # OnFailure, bounded: a failed query is restarted by the app itself (its restart
-    # budget); a driver that exits non-zero has spent that budget or met damage a restart
-    # meets again, so a few resubmissions, then the app stays failed for a person.
+    # A failed query is restarted by the app itself (its restart budget); a driver that
+    # exits non-zero has spent that budget or met what a restart meets again (exit 78,
+    # 2), which OnFailure cannot tell apart: Never unless asked (K8sSettings).
+    if settings.restart_policy == "Never":
+        return {"type": "Never"}
     return {
         "type": "OnFailure",
         "onFailureRetries": settings.restart_retries,
