@@ -42,8 +42,10 @@ def test_a_true_replay_and_a_new_batch_go_on_and_a_new_batch_reads_nothing():
     assert calls == [[0, 1]]  # the batch planned for the first time asked no marker
 
 
-def test_a_known_writer_whose_marker_is_gone_stops_a_replay_on_the_driver_too():
+def test_a_known_writer_whose_marker_is_gone_is_left_to_its_task():
+    """Only its task knows whether it has records in the batch: an idle writer, or one
+    left behind by a state repartition, needs no marker (issue 42, hole 1). Its task,
+    with records in a replay, still stops the query (test_sink_task.py)."""
     read, _ = reader({**MARKERS, 2: Marker(-1001, {})})
-    with pytest.raises(OutputMismatch, match="writer 2 .* marker .* is gone"):
-        check_markers_first(CONFIG, 5, BatchIdentity("aaa", True, frozenset({0, 1, 2})),
-                            read=read)
+    check_markers_first(CONFIG, 5, BatchIdentity("aaa", True, frozenset({0, 1, 2})),
+                        read=read)
