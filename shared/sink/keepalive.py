@@ -28,6 +28,7 @@ from shared.sink.task import LogicalWriter, Marker
 log = logging.getLogger(__name__)
 DEFAULT_RETENTION_S = 7 * 24 * 3600.0  # the broker's offsets.retention.minutes default
 DEFAULT_TRANSACTION_MAX_MS = 900_000  # the broker's transaction.max.timeout.ms default
+RENEW_TIMEOUT_S = 15.0  # each Kafka call of a renewal
 
 
 def broker_limits(admin, timeout_s: float = 30.0) -> tuple[float, int]:
@@ -44,19 +45,27 @@ def broker_limits(admin, timeout_s: float = 30.0) -> tuple[float, int]:
         return (float(retention.value) * 60 if retention and retention.value
                 else DEFAULT_RETENTION_S,
                 int(max_ms.value) if max_ms and max_ms.value else DEFAULT_TRANSACTION_MAX_MS)
-    except (KafkaException, ValueError) as error:
+    except (KafkaException, ValueError, TimeoutError) as error:
         log.warning("the broker's offsets.retention.minutes and transaction.max.timeout.ms "
                     "could not be read (%s): the defaults are assumed", error)
         return DEFAULT_RETENTION_S, DEFAULT_TRANSACTION_MAX_MS
 
 
 def renew_marker(config, writer: int) -> Marker | None:
-    """Writer ``writer``'s marker committed again (None: it has none), on the driver."""
+    """Writer ``writer``'s marker committed again (None: it has none), on the driver.
+    Each call bounded and tried once (not a writer's retries: this holds the batch lock);
+    a failure is tried again at the next pass."""
+    from confluent_kafka import TopicPartition
+
     from shared.sink.kafka import kafka_clients
 
     logical = LogicalWriter(config, writer, *kafka_clients(config, writer))
     try:
-        logical.start()
+        # Fences every earlier producer of this writer, aborting a transaction it left.
+        logical.producer.init_transactions(RENEW_TIMEOUT_S)
+        (found,) = logical.marker.committed([TopicPartition(config.marker_topic, 0)],
+                                            timeout=RENEW_TIMEOUT_S)
+        logical.committed = Marker.read(found.offset, found.metadata)
         return logical.renew()
     finally:
         logical.close()
