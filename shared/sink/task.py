@@ -102,8 +102,9 @@ def check_replay(spec: TaskSpec, partition: int, marker: Marker) -> bool:
             raise OutputMismatch(
                 f"writer {partition} of sink {spec.config.sink_id} has committed output "
                 f"before, but its marker (consumer group {spec.config.marker_group(partition)} "
-                f"on {spec.config.marker_topic}) is gone: expired with the broker's "
-                "offsets.retention.minutes, or the topic was recreated. Batch "
+                f"on {spec.config.marker_topic}) is gone: the app was stopped for longer "
+                "than the broker's offsets.retention.minutes (markers are kept alive only "
+                "while it runs), or the group or topic was deleted. Batch "
                 f"{batch_id} is a replay that may be in Kafka already, so it is neither "
                 "written again nor skipped. Way out: read the output topics after the "
                 "batch's start offsets (the checkpoint's offsets/"
@@ -124,9 +125,9 @@ def check_replay(spec: TaskSpec, partition: int, marker: Marker) -> bool:
         f"batch {batch_id} was committed to Kafka by writer {partition} of sink "
         f"{spec.config.sink_id}, but the checkpoint now plans it again and {planned}: "
         "the checkpoint went back (a lost offset file, a restored older copy). Skipping "
-        "it would lose records and writing it would double some. Way out: restore the "
-        "checkpoint's newest copy, or start from a savepoint (statewise restore) or a "
-        "new checkpoint.")
+        "it would lose records and writing it would double some. Way out: put the "
+        "checkpoint's lost newest offset files back, or restore its newest copy, and "
+        "start again; or start from a savepoint (statewise restore) or a new checkpoint.")
 
 
 @dataclass(frozen=True)
