@@ -234,15 +234,16 @@ class ExactlyOnceKafkaSink:
         output may be in Kafka already; the markers' keep-alive started."""
         from shared.runtime.kafka_clients import admin_client
 
-        self._started = True
         retention_s, broker_max_ms = broker_limits(admin_client(self.config.kafka,
                                                                 log_level=0))
         self.config = dataclasses.replace(self.config, transaction_timeout_ms=(
             transaction_timeout_ms(self.config.transaction_timeout_ms, self.batch_timeout_s,
                                    broker_max_ms)))
         if self.ledger is None:
+            self._started = True
             return
-        markers = reconcile(self.config, self.ledger)
+        markers = reconcile(self.config, self.ledger)  # raises: the next batch tries again
+        self._started = True
         self._gone_at_start = {w for w, m in markers.items() if m.offset < 0}
         ledger = self.ledger
         self.keepalive = MarkerKeepAlive(self.config, lambda: ledger.known_writers,
