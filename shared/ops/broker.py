@@ -43,6 +43,8 @@ class BrokerConfig:
     # Replicas of the internal topics (group offsets, transaction state): the cluster's
     # size, up to 3; their min ISR is 2 when there are 3 (one node may be down).
     internal_replicas: int = 1
+    # More broker properties, over the ones below (a test's short offsets retention).
+    overrides: tuple[tuple[str, str], ...] = ()
 
     @property
     def bootstrap_servers(self) -> str:
@@ -79,7 +81,7 @@ class BrokerConfig:
             "transaction.max.timeout.ms": "900000",
             "log.retention.hours": "24",
             "log.segment.bytes": str(128 * 1024 * 1024),
-        }
+        } | dict(self.overrides)
         return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 

@@ -41,6 +41,7 @@ from the source, whose scan has one Spark partition per Kafka partition).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import threading
@@ -56,8 +57,9 @@ from shared.runtime.fault_plan import FaultPlan
 from shared.runtime.kafka_clients import KafkaConnection
 from shared.runtime.kafka_io import ENVELOPE_COLUMNS
 from shared.sink import names
+from shared.sink.keepalive import MarkerKeepAlive, broker_limits
 from shared.sink.ledger import NO_IDENTITY, SinkLedger
-from shared.sink.markers import check_markers_first
+from shared.sink.markers import check_markers_first, reconcile
 from shared.sink.task import (
     EMPTY,
     SKIPPED,
@@ -70,6 +72,12 @@ from shared.sink.task import (
 
 log = logging.getLogger(__name__)
 WRITER_HASH = ("topic", "key", "value")  # an envelope's writer: Spark's hash of these
+# How much longer than the batch timeout a writer's transaction may stay open: the batch
+# is cancelled first, and the broker does not abort what a live batch still writes.
+TRANSACTION_MARGIN_MS = 30_000
+# One per sink in this process: a batch's tasks and the markers' keep-alive never
+# overlap, also across the query restarts of one process.
+_BATCH_LOCKS: dict[str, threading.Lock] = {}
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,18 @@ class BatchOutcome:
         if self.written:
             return WRITTEN
         return SKIPPED if self.skipped else EMPTY
+
+
+def transaction_timeout_ms(configured_ms: int, batch_timeout_s: float,
+                           broker_max_ms: int) -> int:
+    """A writer's ``transaction.timeout.ms``: past the batch timeout, within the broker's
+    ``transaction.max.timeout.ms``. A writer's transaction is open while its share of the
+    batch is made (the plan runs as the records are produced); one the broker aborts
+    before the batch timeout fails a batch the sink would have let finish, and every
+    replay of it too."""
+    wanted = broker_max_ms if batch_timeout_s <= 0 else \
+        int(batch_timeout_s * 1000) + TRANSACTION_MARGIN_MS
+    return max(configured_ms, min(wanted, broker_max_ms))
 
 
 def spread_over_writers(batch: DataFrame) -> DataFrame:
@@ -199,9 +219,42 @@ class ExactlyOnceKafkaSink:
         self.batch_timeout_s = batch_timeout_s
         self.observe = observe
         self.stats = SinkStats()
+        self.keepalive: MarkerKeepAlive | None = None
+        self._started = False
+        self._gone_at_start: set[int] = set()  # known writers without a marker then
+        self._lock = _BATCH_LOCKS.setdefault(config.sink_id, threading.Lock())
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        with self._lock:
+            self._write_batch(batch, batch_id)
+
+    def start_of_run(self) -> None:
+        """Before this run writes anything: the broker's limits, and every known writer's
+        marker read (shared/sink/markers.py), which tells the ledger the batches whose
+        output may be in Kafka already; the markers' keep-alive started."""
+        from shared.runtime.kafka_clients import admin_client
+
+        retention_s, broker_max_ms = broker_limits(admin_client(self.config.kafka,
+                                                                log_level=0))
+        self.config = dataclasses.replace(self.config, transaction_timeout_ms=(
+            transaction_timeout_ms(self.config.transaction_timeout_ms, self.batch_timeout_s,
+                                   broker_max_ms)))
+        if self.ledger is None:
+            self._started = True
+            return
+        markers = reconcile(self.config, self.ledger)  # raises: the next batch tries again
+        self._started = True
+        self._gone_at_start = {w for w, m in markers.items() if m.offset < 0}
+        ledger = self.ledger
+        self.keepalive = MarkerKeepAlive(self.config, lambda: ledger.known_writers,
+                                         retention_s, self._lock)
+        self.keepalive.committed(markers)
+        self.keepalive.start()
+
+    def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        if not self._started:
+            self.start_of_run()
         # On the driver: a fault that kills the driver needs its pid (and its JVM's).
         identity = NO_IDENTITY if self.ledger is None else self.ledger.identity(batch_id)
         check_markers_first(self.config, batch_id, identity)
@@ -216,6 +269,9 @@ class ExactlyOnceKafkaSink:
         outcome = summarize(batch_id, (row.asDict() for row in rows))
         if self.ledger is not None:
             self.ledger.committed(outcome.written)
+            self._forget_gone(batch_id, outcome.written)
+        if self.keepalive is not None:
+            self.keepalive.written(outcome.written)
         self._count(outcome, (time.monotonic() - started) * 1000)
         if self.observe is not None:
             self.observe(outcome)
@@ -258,9 +314,22 @@ class ExactlyOnceKafkaSink:
             timer.cancel()
             context.removeJobTag(tag)
 
+    def _forget_gone(self, batch_id: int, written: tuple[int, ...]) -> None:
+        """Known writers whose markers were gone at this run's start and that have not
+        written since are forgotten once this run is past every batch that may be in
+        Kafka: no replay holds output of theirs (docs/exactly-once.md, "Idle writers")."""
+        self._gone_at_start -= set(written)
+        if self._gone_at_start and batch_id > self.ledger.replays_up_to:
+            log.info("sink %s: writers %s forgotten (their markers expired, nothing "
+                     "written since)", self.config.sink_id, sorted(self._gone_at_start))
+            self.ledger.forget(self._gone_at_start)
+            self._gone_at_start = set()
+
     def close(self) -> None:
-        """Nothing to release on the driver: the producers live in the Python workers,
+        """The markers' keep-alive stopped. The producers live in the Python workers,
         between transactions, and go with them."""
+        if self.keepalive is not None:
+            self.keepalive.stop()
 
     def _count(self, outcome: BatchOutcome, batch_ms: float) -> None:
         stats = self.stats

@@ -7,13 +7,19 @@ disagree").
   so the same records and the same output; a batch planned again over other offsets
   (the newest offset file lost, a checkpoint restored from an older backup) has another.
   Each writer keeps the digests of the batches it committed with its marker.
-- Whether the batch is a *replay*: planned by an earlier run (in the offset log before
-  this run started), so its output may be in Kafka already.
+- Whether the batch is a *replay*: its output may be in Kafka already, because an
+  earlier run planned it (in the offset log before this run started) or some writer's
+  marker holds it (the checkpoint went back: a lost offset file, an older copy
+  restored). The sink learns the highest marker once, before this run writes anything
+  (shared/sink/markers.py, ``reconcile``).
 - The *known writers*: those that have committed output in this checkpoint's life,
   kept in ``statewise-sink-writers.json`` beside Spark's logs. A known writer whose
-  marker is gone (expired with the broker's offsets retention, or its topic recreated)
-  cannot tell whether it wrote a replayed batch, and says so instead of writing it
-  again.
+  marker is gone (the app stopped for longer than the broker's offsets retention, or
+  its topic recreated) cannot tell whether it wrote a replayed batch it has records in,
+  and says so instead of writing it again. A writer whose marker was already gone when
+  this run started, and that has not written since, is forgotten once this run is past
+  every batch that may be in Kafka: it wrote nothing a replay could hold (writers left
+  behind by a state repartition to fewer partitions, once their markers expired).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class SinkLedger:
         planned = [int(name) for name in (HadoopFiles(spark, checkpoint).listing("offsets") or {})
                    if name.isdigit()]
         self.newest_planned_before = max(planned, default=-1)
+        self.highest_marked = -1  # the newest batch a writer's marker held at this run's start
         path = f"{self._root}/{WRITERS_FILE}"
         # A crash between removing the old file and moving the new one in leaves ".new".
         text = read_text(spark, path)
@@ -65,16 +72,29 @@ class SinkLedger:
     def identity(self, batch_id: int) -> BatchIdentity:
         entry = read_text(self._spark, f"{self._root}/offsets/{batch_id}")
         return BatchIdentity(offsets_digest(entry.encode()) if entry is not None else "",
-                             batch_id <= self.newest_planned_before, self.known_writers)
+                             batch_id <= self.replays_up_to, self.known_writers)
+
+    @property
+    def replays_up_to(self) -> int:
+        """The newest batch whose output may be in Kafka already (-1: none)."""
+        return max(self.newest_planned_before, self.highest_marked)
 
     def committed(self, writers: tuple[int, ...]) -> None:
         """Note writers that committed this batch: written once per new writer, after its
         transaction and before Spark's commit log."""
         if set(writers) <= self.known_writers:
             return
-        self.known_writers = self.known_writers | set(writers)
+        self._write(self.known_writers | set(writers))
+
+    def forget(self, writers: set[int]) -> None:
+        """Writers no replay can hold output of (their markers gone, nothing written since)."""
+        if writers & self.known_writers:
+            self._write(self.known_writers - writers)
+
+    def _write(self, writers: frozenset[int]) -> None:
+        self.known_writers = frozenset(writers)
         path = f"{self._root}/{WRITERS_FILE}"
-        write_text(self._spark, f"{path}.new", json.dumps({"writers": sorted(self.known_writers)}))
+        write_text(self._spark, f"{path}.new", json.dumps({"writers": sorted(writers)}))
         replace_file(self._spark, f"{path}.new", path)
 
 

@@ -1,12 +1,20 @@
-"""The writers' markers read on the driver, before a replayed batch's tasks run.
+"""The writers' markers read on the driver: once before this run writes anything, then
+before the tasks of every batch whose output may be in Kafka already.
 
 Each writer's task checks its own marker (shared/sink/task.py, ``check_replay``). When the
 checkpoint went back and Spark plans a batch anew, the writers whose markers hold that
 batch stop the query, but a writer whose marker is behind it (it had no records in the
 batches since) sees a batch it never wrote and writes its share, before or while the
 others stop the query: records it may have written already, in an earlier batch over
-the same offsets. Read here first, every known writer's marker as the broker has it,
-checked as its task would: the first mismatch stops the batch before any task writes.
+the same offsets. So, before this run's first batch, every known writer's marker is read
+(``reconcile``): the highest tells the ledger which batches may be in Kafka already, the
+batches planned anew among them too, not only those the offset log held (replays). Before
+the tasks of each such batch, every known writer's marker is read again and checked as
+its task would check it: the first mismatch stops the batch before any task writes.
+
+A writer whose marker is gone is not judged here: only its task can tell whether it has
+records in the batch, and a writer with none needs no marker (an idle writer, a writer
+left behind by a state repartition). Its task, if it has records, stops the query.
 
 Only offsets committed and stable are read (a killed writer's transaction still open is
 not): a marker read here is never ahead of the writer's own, so a mismatch here is one
@@ -43,12 +51,31 @@ def read_markers(config, writers: Iterable[int], admin=None) -> dict[int, Marker
     return markers
 
 
+def reconcile(config, ledger, read=read_markers) -> dict[int, Marker]:
+    """Every known writer's marker, read before this run writes anything; the ledger
+    learns the newest batch they hold (``SinkLedger.highest_marked``)."""
+    markers = read(config, sorted(ledger.known_writers)) if ledger.known_writers else {}
+    ledger.highest_marked = max((m.offset - 1 for m in markers.values() if m.offset > 0),
+                                default=-1)
+    return markers
+
+
 def check_markers_first(config, batch_id: int, identity: BatchIdentity,
                         read=read_markers) -> None:
-    """Raise OutputMismatch, on the driver, where a writer's task would for a replayed
-    batch; nothing for a batch planned for the first time (no marker can hold it)."""
+    """Raise OutputMismatch, on the driver, where a writer's task would for a batch whose
+    output may be in Kafka already (``identity.replay``); nothing for a batch no marker
+    can hold."""
     if not identity.replay or not identity.known_writers:
         return
     spec = TaskSpec(config, batch_id, FaultPlan.none(), identity)
-    for writer, marker in sorted(read(config, sorted(identity.known_writers)).items()):
+    markers = read(config, sorted(identity.known_writers))
+    # A batch some writer committed with these very offsets is the batch as first
+    # planned: a writer that did not commit it had no records in it, and has none now.
+    as_first_planned = any(m.digests.get(batch_id) == (identity.offsets_digest or "-")
+                           for m in markers.values())
+    for writer, marker in sorted(markers.items()):
+        if marker.offset < 0:
+            continue  # judged by its task, which knows whether it has records
+        if as_first_planned and batch_id not in marker.digests:
+            continue
         check_replay(spec, writer, marker)

@@ -102,8 +102,9 @@ def check_replay(spec: TaskSpec, partition: int, marker: Marker) -> bool:
             raise OutputMismatch(
                 f"writer {partition} of sink {spec.config.sink_id} has committed output "
                 f"before, but its marker (consumer group {spec.config.marker_group(partition)} "
-                f"on {spec.config.marker_topic}) is gone: expired with the broker's "
-                "offsets.retention.minutes, or the topic was recreated. Batch "
+                f"on {spec.config.marker_topic}) is gone: the app was stopped for longer "
+                "than the broker's offsets.retention.minutes (markers are kept alive only "
+                "while it runs), or the group or topic was deleted. Batch "
                 f"{batch_id} is a replay that may be in Kafka already, so it is neither "
                 "written again nor skipped. Way out: read the output topics after the "
                 "batch's start offsets (the checkpoint's offsets/"
@@ -124,44 +125,60 @@ def check_replay(spec: TaskSpec, partition: int, marker: Marker) -> bool:
         f"batch {batch_id} was committed to Kafka by writer {partition} of sink "
         f"{spec.config.sink_id}, but the checkpoint now plans it again and {planned}: "
         "the checkpoint went back (a lost offset file, a restored older copy). Skipping "
-        "it would lose records and writing it would double some. Way out: restore the "
-        "checkpoint's newest copy, or start from a savepoint (statewise restore) or a "
-        "new checkpoint.")
+        "it would lose records and writing it would double some. Way out: put the "
+        "checkpoint's lost newest offset files back, or restore its newest copy, and "
+        "start again; or start from a savepoint (statewise restore) or a new checkpoint.")
 
 
 @dataclass(frozen=True)
 class Marker:
     """A writer's committed marker: ``last committed batch + 1`` (negative when it never
-    committed), with the offsets digests of its last committed batches (its metadata)."""
+    committed), with the offsets digests of its last committed batches and when it was
+    committed (its metadata; 0: not said, a marker from before the time was kept)."""
 
     offset: int
     digests: dict[int, str]
+    committed_ms: int = 0
 
     @classmethod
     def read(cls, offset: int, metadata: str | None) -> Marker:
-        digests = {}
+        digests, committed_ms = {}, 0
         if metadata and metadata.startswith(_MARKER_VERSION):
             for pair in metadata[len(_MARKER_VERSION):].split(","):
                 batch, _, digest = pair.partition(":")
                 if batch.isdigit() and digest:
                     digests[int(batch)] = digest
-        return cls(offset, digests)
+                elif batch.startswith(_COMMITTED_AT) and batch[len(_COMMITTED_AT):].isdigit():
+                    committed_ms = int(batch[len(_COMMITTED_AT):])
+        return cls(offset, digests, committed_ms)
 
     def after(self, batch_id: int, digest: str) -> Marker:
         """This marker once ``batch_id`` commits: its digest kept, the oldest ones let go."""
         kept = {b: d for b, d in self.digests.items() if b < batch_id}
         kept[batch_id] = digest or "-"
         newest = sorted(kept)[-MARKER_DIGESTS:]
-        return Marker(batch_id + 1, {b: kept[b] for b in newest})
+        return Marker(batch_id + 1, {b: kept[b] for b in newest}, _now_ms())
+
+    def renewed(self) -> Marker:
+        """The same marker committed again now (shared/sink/keepalive.py)."""
+        return Marker(self.offset, self.digests, _now_ms())
 
     def metadata(self) -> str:
-        return _MARKER_VERSION + ",".join(f"{b}:{d}" for b, d in sorted(self.digests.items()))
+        # The time first: a reader from before it was kept skips an item without ":".
+        return _MARKER_VERSION + ",".join(
+            [f"{_COMMITTED_AT}{self.committed_ms}"]
+            + [f"{b}:{d}" for b, d in sorted(self.digests.items())])
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 # How many batches back a checkpoint may go and still replay what it wrote (32 digests
 # take ~700 of the 4,096 bytes a broker keeps per offset commit by default).
 MARKER_DIGESTS = 32
 _MARKER_VERSION = "statewise.v1;"
+_COMMITTED_AT = "t="
 
 
 class LogicalWriter:
@@ -202,6 +219,28 @@ class LogicalWriter:
         within(lambda: self.producer.send_offsets_to_transaction(offsets, group,
                                                                  OFFSETS_TIMEOUT_S),
                OFFSETS_TIMEOUT_S + HUNG_GRACE_S, "send_offsets_to_transaction")
+        return marker
+
+    def renew(self) -> Marker | None:
+        """Commit the marker again, unchanged but for its time, in an empty transaction:
+        the broker's offsets retention counts from a marker's last commit. None when
+        there is no marker to keep. Call :meth:`start` first (it fences every other
+        producer of this writer, so no commit of theirs can land after this one)."""
+        if self.committed.offset < 0:
+            return None
+        marker = self.committed.renewed()
+        self.producer.begin_transaction()
+        try:
+            offsets = [TopicPartition(self.config.marker_topic, 0, marker.offset,
+                                      metadata=marker.metadata())]
+            within(lambda: self.producer.send_offsets_to_transaction(
+                offsets, self.marker.consumer_group_metadata(), OFFSETS_TIMEOUT_S),
+                OFFSETS_TIMEOUT_S + HUNG_GRACE_S, "send_offsets_to_transaction")
+            self.producer.commit_transaction(60)
+        except KafkaException as error:
+            abort_quietly(self.producer, error)
+            raise
+        self.committed = marker
         return marker
 
     def close(self) -> None:

@@ -498,3 +498,22 @@ def test_within_returns_the_calls_value_or_raises_its_error():
 
 def fenced_call():
     raise fenced()
+
+
+def test_a_renewed_marker_is_the_same_and_the_cached_writer_goes_on_after_its_fence():
+    """The markers' keep-alive (shared/sink/keepalive.py) re-commits a marker unchanged
+    but for its time; the writer cached in a worker is fenced by it and replaced once."""
+    broker = FakeBroker()
+    cache = WriterCache(Clients(broker))
+    write(spec(4, "d4"), 0, Input(envelopes(2)), cache)
+    before = Marker.read(broker.markers[CONFIG.transactional_id(0)],
+                         broker.metadata[CONFIG.transactional_id(0)])
+    keeper = task.LogicalWriter(CONFIG, 0, *Clients(broker)(CONFIG, 0))
+    keeper.start()
+    renewed = keeper.renew()
+    after = Marker.read(broker.markers[CONFIG.transactional_id(0)],
+                        broker.metadata[CONFIG.transactional_id(0)])
+    assert renewed == after and (after.offset, after.digests) == (before.offset, before.digests)
+    assert len(broker.records) == 2  # an empty transaction
+    assert write(spec(5, "d5"), 0, Input(envelopes(1, start=9)), cache).outcome == WRITTEN
+    assert task.LogicalWriter(CONFIG, 1, *Clients(broker)(CONFIG, 1)).renew() is None
