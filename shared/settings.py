@@ -408,6 +408,28 @@ def _converter(tp: Any, name: str = ""):
     raise TypeError(f"unsupported setting type {tp!r}")
 
 
+class InUnitWithin:
+    """A unit-named setting with a range (``quality_interval_s``, at least 0): a bare
+    number in its unit or any duration (:class:`InUnit`), then the range's check."""
+
+    def __init__(self, in_unit: InUnit, within: Between | AtLeast | AtLeastNumber) -> None:
+        self.in_unit, self.within = in_unit, within
+        self.__name__ = f"{within.__name__} ({in_unit.unit}s), or a duration"
+
+    def __call__(self, text: str) -> int | float:
+        return self.within(repr(self.in_unit(text)))
+
+
+def converter_of(field: dataclasses.Field, hint: Any):
+    """The converter a setting's text goes through: its own (``convert=``), made to take
+    durations too where its name ends in a unit, or the one its type implies."""
+    convert = field.metadata.get("convert")
+    in_unit = _converter(hint, field.name)
+    if isinstance(convert, Between | AtLeast | AtLeastNumber) and isinstance(in_unit, InUnit):
+        return InUnitWithin(in_unit, convert)
+    return convert or in_unit
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -429,6 +451,7 @@ def _from_environment(variable: str, convert: Any, environ: Mapping[str, str],
 _DURATION_HINT = {SparkDuration: " (a duration: 500ms, 30s, 5min, 2h)",
                   InUnit: " (a bare number in the unit its name ends with, or a duration: "
                           "30s, 5min, 2h)"}
+_DURATION_HINT[InUnitWithin] = _DURATION_HINT[InUnit]
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[str, str]) -> None:
@@ -444,7 +467,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, environ: Mapping[s
             f"{f.metadata['env']}: {f.metadata['help']}" for f in secrets) if secrets else None)
     for field in fields:
         env = field.metadata["env"]
-        convert = field.metadata.get("convert") or _converter(hints[field.name], field.name)
+        convert = converter_of(field, hints[field.name])
         default = _from_environment(env, convert, environ, field.metadata.get("secret")) \
             if env in environ else field.default
         if field.metadata.get("secret"):

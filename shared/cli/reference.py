@@ -172,7 +172,8 @@ def _takes(field: dataclasses.Field, hint) -> str:
     if isinstance(convert, OneOf):
         return "one of " + ", ".join(f"`{v}`" if v else "`''`" for v in convert.values)
     if isinstance(convert, InUnit) or (hint in (int, float) and unit_of(field.name)):
-        return f"{unit_of(field.name)}s"
+        bound = "" if convert is None or isinstance(convert, InUnit) else f", {convert.__name__}"
+        return _cell(f"{unit_of(field.name)}s{bound}")
     if convert is not None:
         return _cell(convert.__name__)
     return {bool: "yes/no (a flag)", int: "integer", float: "number", str: "text",
