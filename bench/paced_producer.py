@@ -49,11 +49,16 @@ def send_paced(producer, topic: str, stream: Iterator[tuple], rate: float,
     """Sends ``rate * seconds`` records on a schedule of ticks; returns what it did."""
     total, per_tick = int(rate * seconds), rate * TICK_S
     buffer: deque = deque()
-    sent, max_slip, started = 0, 0.0, clock()
-    first_ms = None
-    while sent < total:
+
+    def top_up() -> None:
         while len(buffer) < min(total - sent, rate * AHEAD_S):
             buffer.append(next(stream))
+
+    sent, max_slip, first_ms = 0, 0.0, None
+    top_up()  # the first second's records encoded before the clock starts
+    started = clock()
+    while sent < total:
+        top_up()
         due_at = started + (sent / per_tick) * TICK_S  # when the next record is due
         now = clock()
         if due_at > now:
@@ -63,7 +68,7 @@ def send_paced(producer, topic: str, stream: Iterator[tuple], rate: float,
         # Everything due by now, at least one tick's worth.
         due = min(total - sent, max(int(per_tick), int((clock() - started) * rate) - sent))
         first_ms = first_ms or time.time() * 1000
-        for _ in range(max(1, due)):
+        for _ in range(min(max(1, due), len(buffer))):
             key, value = buffer.popleft()
             producer.produce(topic, value=value, key=key)
             sent += 1

@@ -157,3 +157,46 @@ def test_the_report_renders_nothing_without_results_and_a_row_per_run(monkeypatc
     assert rows[2] == ("| ours | 2,000 | True | 610.0 / 990.0 / 1200.0 (40) | "
                        "300.0 / 6.0 / 20.0 / 3.0 | 0.4 | 0.9 | 1.0 -> 2.0 |")
     assert rows[-1] == "| ours | 9000 | 10000 | True |"
+
+
+def test_the_pyflink_peers_velocity_rule_equals_the_oracles_in_any_arrival_order():
+    """apps/fraud/oracle.py's definition: t alerts when the card's distinct transactions
+    in (t - window, t] number count or more, whatever order they arrived in."""
+    import random
+
+    from bench.peers.velocity_rule import admit
+
+    count, window_ms = 4, 1000
+    for seed in range(100):
+        rng = random.Random(seed)
+        txns = [(f"t{i}", rng.randrange(0, 5000)) for i in range(rng.randrange(1, 30))]
+        txns += [rng.choice(txns) for _ in range(3)]  # re-deliveries
+        kept, got = [], set()
+        for txn, t in txns:
+            kept, alerts = admit(kept, txn, t, count, window_ms, lateness_ms=10**9)
+            got |= {a[0] for a in alerts}
+        first = dict(reversed(txns))  # the first delivery's event time (ids repeat exactly)
+        want = {txn for txn, t in first.items()
+                if sum(t - window_ms < u <= t for u in first.values()) >= count}
+        assert got == want, seed
+
+
+def test_a_producer_behind_its_schedule_sends_what_it_has_and_reports_the_slip():
+    """Encoding costs time (here 3 ms a record on the fake clock: slower than the rate):
+    the sender falls behind, sends no more than it has encoded, never fails, and its
+    report shows the slip."""
+    now = [0.0]
+    producer = _Producer(lambda: now[0])
+
+    def slow_stream():
+        for i in itertools.count():
+            now[0] += 0.003
+            yield b"k", str(i).encode()
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    report = send_paced(producer, "t", slow_stream(), 1000, 2.0, clock=lambda: now[0],
+                        sleep=sleep)
+    assert report["sent"] == 2000 == len(producer.sent)
+    assert report["max_slip_ms"] > 1000
