@@ -313,14 +313,15 @@ def render() -> str:
              *batch_parts_rows(SMALL_BATCH), "",
              *state_api_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
-             *keyed_state_rows(), "", *peers_rows(), "", *state_scaling_rows(), "",
+             *keyed_state_rows(), "", *peers_rows(), "",
              *_captioned("### Fixed rates and the sustainable rate, fraud velocity, every "
                          "contender exactly-once (`python -m bench.fixed_rate`)\n\n"
                          "Latency of a velocity alert: visible to a read_committed consumer -"
                          " the Kafka timestamp of its transaction, over the window after the "
                          "warm-up; steady: no growing latency or backlog over the window "
                          "(bench/steadiness.py); CPU from /proc during the window:",
-                         fixed_rate_rows())]
+                         fixed_rate_rows()),
+             *state_scaling_rows()]
     return "\n".join(parts)
 
 

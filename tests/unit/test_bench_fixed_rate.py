@@ -36,9 +36,10 @@ def test_a_backlog_growing_a_tenth_of_a_second_per_second_is_not_steady():
 
 
 def test_the_bound_scales_with_the_median_behind():
-    # 1 s of growth over the window: too much at 0.6 s behind, within a quarter of 8 s.
+    # 1 s of growth over the window: too much at 0.6 s or 8 s behind, within a tenth of 12 s.
     assert growth([(t, 0.6 + t / 60) for t in range(60)], 60)["steady"] is False
-    assert growth([(t, 8.0 + t / 60) for t in range(60)], 60)["steady"] is True
+    assert growth([(t, 8.0 + t / 60) for t in range(60)], 60)["steady"] is False
+    assert growth([(t, 12.0 + t / 60) for t in range(60)], 60)["steady"] is True
 
 
 def test_too_few_points_give_no_verdict_and_verdict_combines_the_known():
