@@ -201,3 +201,23 @@ def test_a_producer_behind_its_schedule_sends_what_it_has_and_reports_the_slip()
                         sleep=sleep)
     assert report["sent"] == 2000 == len(producer.sent)
     assert report["max_slip_ms"] > 1000
+
+
+def test_the_sustainable_step_searches_with_short_windows_then_confirms_over_the_full_one():
+    from bench.fixed_rate import Options, sustainable
+
+    class FakeBench:
+        def __init__(self):
+            self.calls = []
+
+        def live(self, contender, rate, seconds, warm_up):
+            self.calls.append((rate, seconds, warm_up))
+            return {"steady": rate <= 5_000, "latency_ms": {"p99": 800.0}}
+
+    bench = FakeBench()
+    found = sustainable(bench, "ours", Options(seconds=300, warm_up=60, search_seconds=60,
+                                               search_warm_up=30))
+    assert 4_500 <= found["records_per_s"] <= 5_000 and found["confirmed"] is True
+    assert all(call[1:] == (60, 30) for call in bench.calls[:-1])
+    assert bench.calls[-1] == (found["records_per_s"], 300, 60)
+    assert len(found["search_runs"]) == len(found["trail"]) == len(bench.calls) - 1
