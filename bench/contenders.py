@@ -112,7 +112,8 @@ def _flink(live: Live, module: str, extra: tuple[str, ...]) -> Running:
     group, ready = f"fixed-flink-{live.tag}", live.work / f"{module}.ready"
     command = [str(python), "-m", module, "--broker", live.bootstrap,
                "--input", live.input_topic, "--output", live.output_topic, "--group", group,
-               "--jar", str(jar), "--ready-file", str(ready), *extra,
+               "--jar", str(jar), "--ready-file", str(ready),
+               "--checkpoint-dir", str(live.work / "flink-checkpoints"), *extra,
                *_fraud_pyflink_args(live.settings)]
     proc = _spawn(command, live.work / f"{module}.log")
     deadline = time.monotonic() + 300

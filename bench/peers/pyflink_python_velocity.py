@@ -101,7 +101,7 @@ def settings(args: argparse.Namespace) -> dict:
     result file beside the figures)."""
     return {"api": "PyFlink DataStream, Python KeyedProcessFunction",
             "parallelism": args.parallelism, "checkpoint_interval_ms": args.checkpoint_ms,
-            "checkpointing_mode": "EXACTLY_ONCE",
+            "checkpointing_mode": "EXACTLY_ONCE", "checkpoint_storage": "filesystem",
             "sink_delivery_guarantee": "EXACTLY_ONCE",
             "transactional_id_prefix": args.group,
             "python.fn-execution.bundle.size": args.bundle_size,
@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         cli.add_argument(flag, type=int, required=True)
     cli.add_argument("--parallelism", type=int, default=2)
     cli.add_argument("--checkpoint-ms", type=int, default=1000)
+    cli.add_argument("--checkpoint-dir", type=Path, required=True)
     cli.add_argument("--bundle-size", type=int, default=1000,
                      help="python.fn-execution.bundle.size (Flink's default 100000)")
     cli.add_argument("--bundle-time-ms", type=int, default=100,
@@ -161,6 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     config.set_string("python.client.executable", sys.executable)
     # A failure ends the run (it shows) instead of restarting from a checkpoint unseen.
     config.set_string("restart-strategy.type", "none")
+    # Checkpoints on disk: the JobManager's memory takes 5 MiB of state at most.
+    config.set_string("execution.checkpointing.storage", "filesystem")
+    config.set_string("execution.checkpointing.dir", args.checkpoint_dir.resolve().as_uri())
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(args.parallelism)
     env.enable_checkpointing(args.checkpoint_ms, CheckpointingMode.EXACTLY_ONCE)

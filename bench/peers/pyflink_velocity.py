@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_argument("--delivery", default="exactly-once",
                      choices=("exactly-once", "at-least-once"))
     cli.add_argument("--checkpoint-ms", type=int, default=1000)
+    cli.add_argument("--checkpoint-dir", type=Path, default=None)
     args = cli.parse_args(argv)
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = env.get_config()
@@ -108,6 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     config.set("execution.checkpointing.interval", f"{args.checkpoint_ms} ms")
     config.set("execution.checkpointing.mode", "EXACTLY_ONCE")
     config.set("restart-strategy.type", "none")  # a failure ends the run, visibly
+    if args.checkpoint_dir is not None:  # the JobManager's memory takes 5 MiB at most
+        config.set("execution.checkpointing.storage", "filesystem")
+        config.set("execution.checkpointing.dir", args.checkpoint_dir.resolve().as_uri())
     env.execute_sql(source_ddl(args))
     env.execute_sql(sink_ddl(args))
     started = time.perf_counter()
@@ -122,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
 def settings(args: argparse.Namespace) -> dict:
     return {"api": "Flink SQL (OVER window, run by the JVM)", "parallelism": args.parallelism,
             "checkpoint_interval_ms": args.checkpoint_ms, "checkpointing_mode": "EXACTLY_ONCE",
+            "checkpoint_storage": "filesystem",
             "sink.delivery-guarantee": args.delivery,
             "sink.transactional-id-prefix": args.group,
             "outputs": "final: once the watermark (newest event time - lateness) passes",

@@ -221,3 +221,14 @@ def test_the_sustainable_step_searches_with_short_windows_then_confirms_over_the
     assert all(call[1:] == (60, 30) for call in bench.calls[:-1])
     assert bench.calls[-1] == (found["records_per_s"], 300, 60)
     assert len(found["search_runs"]) == len(found["trail"]) == len(bench.calls) - 1
+
+
+def test_an_alert_is_matched_to_its_transaction_by_txn_id_or_by_card_and_event_time():
+    from bench.fixed_rate import input_keys, trigger
+
+    txn = {"txn_id": "t1", "card_id": "c9", "event_time_ms": 1_000}
+    ours = {"rule": "velocity", "card_id": "c9", "txn_id": "t1", "last_event_time_ms": 1_000}
+    quix = {"rule": "velocity", "card_id": "c9", "first_event_time_ms": 1,
+            "last_event_time_ms": 1_000, "count": 5}
+    assert trigger(ours) in input_keys(txn) and trigger(quix) in input_keys(txn)
+    assert trigger({**quix, "last_event_time_ms": 999}) not in input_keys(txn)
