@@ -176,8 +176,8 @@ def analyse(live: Live, running: Running, rate: int, seconds: int, warm_up: int,
         if value.get("rule") == "velocity":
             seen.setdefault(trigger(value), record["seen_ms"])
     sent_at = send_times_by(live.bootstrap, live.input_topic, input_keys, set(seen))
-    timed = sorted((sent_at[txn], seen_ms - sent_at[txn]) for txn, seen_ms in seen.items()
-                   if txn in sent_at and start_ms <= sent_at[txn] <= end_ms)
+    timed = sorted((sent_at[key], seen_ms - sent_at[key]) for key, seen_ms in seen.items()
+                   if key in sent_at and start_ms <= sent_at[key] <= end_ms)
     window_s = (end_ms - start_ms) / 1000
     series = {"latency_s": growth([((t - start_ms) / 1000, ms / 1000) for t, ms in timed],
                                   window_s)}
