@@ -37,6 +37,8 @@ BENCHMARKS = {
               "Spark native and Quix Streams on the same topics and logic"),
     "state_scaling": ("bench.state_scaling",
                       "checkpoint time, state size, recovery time and memory vs keys"),
+    "fixed_rate": ("bench.fixed_rate",
+                   "fraud velocity at fixed rates beside PyFlink, Flink SQL, Quix; exactly-once"),
 }
 
 

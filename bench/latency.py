@@ -118,16 +118,24 @@ def by_trigger_record(id_field: str, kind_field: str):
 def send_times(bootstrap: str, topic: str, id_field: str, wanted: set[str]
                ) -> dict[str, float]:
     """The Kafka (producer) timestamp of each wanted input record."""
-    found = {}
-    needle = f'"{id_field}"'.encode()
+    return send_times_by(bootstrap, topic, lambda record: (record.get(id_field),), wanted,
+                         f'"{id_field}"'.encode())
+
+
+def send_times_by(bootstrap: str, topic: str, keys_of, wanted: set, needle: bytes = b""
+                  ) -> dict:
+    """Per wanted key, the Kafka timestamp of the first input record among whose
+    ``keys_of(parsed record)`` it is (``needle``: bytes a record must hold to be parsed)."""
+    found: dict = {}
     for timestamp, value in _records(bootstrap, topic, done=lambda: len(found) >= len(wanted)):
         if needle in value:
             try:
-                key = orjson.loads(value).get(id_field)
+                record = orjson.loads(value)
             except orjson.JSONDecodeError:
                 continue  # the generators' bad records
-            if key in wanted and key not in found:
-                found[key] = float(timestamp)
+            for key in keys_of(record) if isinstance(record, dict) else ():
+                if key in wanted and key not in found:
+                    found[key] = float(timestamp)
     return found
 
 

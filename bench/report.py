@@ -260,6 +260,33 @@ def peers_rows() -> list[str]:
             *markdown(r).splitlines()]
 
 
+def fixed_rate_rows() -> list[str]:
+    """bench.fixed_rate: each contender at each fixed rate, then the sustainable rates."""
+    r = _result("fixed_rate")
+    if r is None:
+        return []
+    rows = ["| contender | input/s | steady | velocity latency p50 / p99 / p99.9 ms (alerts) |"
+            " CPU s in the window: contender / producer / broker / consumer | CPU pressure"
+            " (some: stalled share) | machine busy | load avg |",
+            "|---|---|---|---|---|---|---|---|"]
+    for run in r["runs"]:
+        lat, p = run["latency_ms"], run["pressure"]
+        cpu = p.get("cpu_s", {})
+        rows.append(f"| {run['contender']} | {run['rate_per_s']:,} | {run['steady']} | "
+                    f"{lat.get('p50')} / {lat.get('p99')} / {lat.get('p99_9')} "
+                    f"({lat['outputs']}) | " + " / ".join(
+                        str(cpu.get(k)) for k in ("contender", "producer", "broker", "consumer"))
+                    + f" | {p.get('psi', {}).get('some', {}).get('stalled_share')} | "
+                    f"{p.get('machine_busy_share')} | {_load(r)} |")
+    if r.get("sustainable"):
+        rows += ["", "| sustainable rate (p99 <= 2 s, steady) | records/s | first rate"
+                 " failed | confirmed over the full window |", "|---|---|---|---|"]
+    for name, found in r.get("sustainable", {}).items():
+        rows.append(f"| {name} | {found.get('records_per_s')} | {found.get('first_failed')} | "
+                    f"{found.get('confirmed')} |")
+    return rows
+
+
 def _captioned(caption: str, rows: list[str]) -> list[str]:
     """A table with its caption and the blank lines around it, or nothing without rows."""
     return [caption, "", *rows, ""] if rows else []
@@ -292,7 +319,15 @@ def render() -> str:
              *batch_parts_rows(SMALL_BATCH), "",
              *state_api_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
-             *keyed_state_rows(), "", *peers_rows(), "", *state_scaling_rows()]
+             *keyed_state_rows(), "", *peers_rows(), "",
+             *_captioned("### Fixed rates and the sustainable rate, fraud velocity, every "
+                         "contender exactly-once (`python -m bench.fixed_rate`)\n\n"
+                         "Latency of a velocity alert: visible to a read_committed consumer -"
+                         " the Kafka timestamp of its transaction, over the window after the "
+                         "warm-up; steady: no growing latency or backlog over the window "
+                         "(bench/steadiness.py); CPU from /proc during the window:",
+                         fixed_rate_rows()),
+             *state_scaling_rows()]
     return "\n".join(parts)
 
 

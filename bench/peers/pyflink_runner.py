@@ -29,7 +29,8 @@ def run_pyflink(bootstrap: str, topic: str, output: str, records: int, args: tup
     command = [str(python), "-m", "bench.peers.pyflink_velocity", "--broker", bootstrap,
                "--input", topic, "--output", output, "--group", group,
                "--jar", str(jar), "--parallelism", str(parallelism),
-               "--result-file", str(result_file), *args]
+               "--result-file", str(result_file), "--checkpoint-dir", str(work / "checkpoints"),
+               *args]
     started = time.perf_counter()
     with (work / "process.log").open("w") as log:
         finished = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
