@@ -349,19 +349,24 @@ def _control_main(argv: Sequence[str]) -> int:
     from shared.ops.topics import provision_on
 
     apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
-    parser = argparse.ArgumentParser(prog="statewise control",
-                                     description="change a threshold while the app runs")
+    parser = argparse.ArgumentParser(
+        prog="statewise control", description="change a threshold while the app runs",
+        epilog=_control_params_help(apps.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("app", choices=sorted(apps))
     parser.add_argument("param", help="a threshold the app reads from its control topic "
-                                      "(see the app's README; a wrong one lists them)")
-    parser.add_argument("value", type=float)
+                                      "(listed below; a wrong one lists them)")
+    parser.add_argument("value", type=float, help="within the param's range (below); the "
+                        "app sends a value outside it to its dead-letter topic")
     parser.add_argument("--version", type=int, default=None, help="default: now in ms")
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
-    known = apps[args.app].control_params
-    if args.param not in known:  # the app would keep it and ignore it: say so now
+    params = {param.name: param for param in apps[args.app].control_params}
+    if args.param not in params:  # the app would keep it and ignore it: say so now
         parser.exit(2, f"{parser.prog}: {args.app} has no control parameter "
-                       f"{args.param!r}; it has: {', '.join(known)}\n")
+                       f"{args.param!r}; it has: {', '.join(params)}\n")
+    if problem := params[args.param].problem(args.value):
+        parser.exit(2, f"{parser.prog}: {args.value:g} refused: {problem}\n")
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
     spec = apps[args.app].topics.control
@@ -373,6 +378,16 @@ def _control_main(argv: Sequence[str]) -> int:
              [OutgoingRecord(key=args.param.encode(), value=json_value(record))])
     print(f"sent {record} to {spec.qualified(settings.topic_prefix)}")
     return 0
+
+
+def _control_params_help(apps) -> str:
+    """Each app's control params and the values each accepts, for ``--help``."""
+    lines = []
+    for app in sorted(apps, key=lambda app: app.name):
+        lines.append(f"{app.name} params (a value outside its range goes to "
+                     f"{app.topics.dead_letter.name}):")
+        lines += [f"  {param.name}: {param.accepts}" for param in app.control_params]
+    return "\n".join(lines)
 
 
 def _report_main(argv: Sequence[str]) -> int:
