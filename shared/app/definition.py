@@ -104,6 +104,11 @@ class AppDefinition:
     # (past, future): event times further from the Kafka record timestamp are
     # rejected, so one record dated 2099 cannot drag the watermark forward.
     event_time_bounds: tuple[timedelta, timedelta] | None = None
+    # Who stamps an input record's Kafka timestamp: "CreateTime", the producer, which
+    # the input topics bound by the event-time bounds (the broker refuses a record
+    # stamped outside them); "LogAppendTime", the broker, on arrival
+    # (shared/app/input_timestamps.py).
+    input_timestamps: str = "CreateTime"
     description: str = ""
     # ``statewise produce APP``: the app's seeded input stream. None: no generator.
     generator: InputGenerator | None = None
@@ -126,6 +131,9 @@ class AppDefinition:
         if bool(self.control_params) != (self.topics.control is not None):
             raise ValueError(f"app {self.name!r}: declare control_params if and only if its "
                              "topics have a control topic")
+        if self.input_timestamps not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(f"app {self.name!r}: input_timestamps is CreateTime or "
+                             f"LogAppendTime, not {self.input_timestamps!r}")
         if not all(isinstance(param, ControlParam) for param in self.control_params):
             raise ValueError(f"app {self.name!r}: control_params are ControlParams (each "
                              "with the values it accepts), not names")

@@ -125,11 +125,12 @@ def run_prepared(app: AppDefinition, settings, available_now: bool, prepare) -> 
 
 def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
                        prepare=None, figures: AppFigures | None = None) -> int:
+    from shared.app.input_timestamps import provisioned_topics
     from shared.ops.topics import provision_on
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
 
-    provision_on(settings, app.topics.all())
+    provision_on(settings, provisioned_topics(app, settings))
     # The Python workers start while the driver plans the query, forked from a daemon
     # that has imported the app's modules (docs/operations.md, "Restart time").
     spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
@@ -315,22 +316,33 @@ def _prometheus_main(argv: Sequence[str]) -> int:
 
 
 def _topics_main(argv: Sequence[str]) -> int:
-    from shared.ops.topics import provision_on
+    from shared.app.input_timestamps import provisioned_topics
+    from shared.ops.topics import align_configs, provision
 
     apps = registered_apps()
-    parser = argparse.ArgumentParser(prog="statewise topics",
-                                     description="create every app's topics (idempotent)")
+    parser = argparse.ArgumentParser(
+        prog="statewise topics",
+        description="create every app's topics (idempotent); on topics that exist, set "
+                    "what their spec says and they differ from (the input's timestamp "
+                    "bounds follow the app's settings, e.g. FRAUD_ALLOWED_LATENESS)")
     parser.add_argument("--app", choices=sorted(apps), default=None)
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
-    specs = [s for name, a in apps.items() if args.app in (None, name) for s in a.topics.all()]
-    created = provision_on(settings, specs)
+    specs = [s for name, a in apps.items() if args.app in (None, name)
+             for s in provisioned_topics(a, settings)]
+    admin = kafka_clients.admin_client(settings)
+    created = provision(admin, specs, settings.topic_prefix,
+                        allow_fewer_replicas=settings.allow_fewer_replicas)
+    altered = align_configs(admin, [s for s in specs if s.qualified(settings.topic_prefix)
+                                    not in created], settings.topic_prefix)
     for spec in specs:
         name = spec.qualified(settings.topic_prefix)
-        print(f"{'created' if name in created else 'exists '} {name} "
-              f"({spec.partitions} partitions, {spec.cleanup_policy})")
+        state = "created" if name in created else "altered" if name in altered else "exists "
+        changes = "".join(f", {key} {was} -> {now}"
+                          for key, (was, now) in altered.get(name, {}).items())
+        print(f"{state} {name} ({spec.partitions} partitions, {spec.cleanup_policy}{changes})")
     return 0
 
 
