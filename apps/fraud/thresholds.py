@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from apps.fraud.settings import FraudSettings
+from shared.app.control import ControlParam
 from shared.keyed.bucketed import BucketContext, ControlSpec
 from shared.runtime.durations import duration_ms
 
@@ -76,8 +77,25 @@ class Thresholds:
                    allowed_lateness_ms)
 
 
-# What ``statewise control fraud PARAM VALUE`` takes: a field of Thresholds, in its units.
-CONTROL_PARAMS = tuple(field.name for field in dataclasses.fields(Thresholds))
+SECOND, WEEK = 1000, 7 * 24 * 3_600_000
+# What ``statewise control fraud PARAM VALUE`` takes: a field of Thresholds, in its units,
+# within a range its rule can compute with. Windows reach at most a week back (a card's
+# history is kept that long, and a week of event time is the input's past bound); counts
+# stay far below what a card does in a week; amounts and distances are finite and real.
+CONTROL_PARAMS = (
+    ControlParam("velocity_count", 1, 10_000, whole=True, unit="transactions"),
+    ControlParam("velocity_window_ms", SECOND, WEEK, whole=True, unit="ms"),
+    ControlParam("spend_window_ms", 60 * SECOND, WEEK, whole=True, unit="ms"),
+    ControlParam("spend_factor", 0, 1_000_000, unit="times the card's mean"),
+    ControlParam("spend_min_history", 0, 10_000, whole=True, unit="transactions"),
+    ControlParam("travel_max_kmh", 1, 1_000_000, unit="km/h"),
+    ControlParam("travel_min_km", 0, 20_040, unit="km, at most half the equator"),
+    ControlParam("travel_max_gap_ms", SECOND, WEEK, whole=True, unit="ms"),
+    ControlParam("testing_probes", 1, 10_000, whole=True, unit="transactions"),
+    ControlParam("testing_small_usd", 0, 1e9, unit="USD"),
+    ControlParam("testing_large_usd", 0, 1e9, unit="USD"),
+    ControlParam("testing_window_ms", SECOND, WEEK, whole=True, unit="ms"),
+)
 
 
 def lateness_ms(settings: FraudSettings) -> int:

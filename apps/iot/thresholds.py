@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from apps.iot.reference import THRESHOLDS
+from apps.iot.reference import METRIC_BY_NAME, THRESHOLDS
+from shared.app.control import ControlParam
 from shared.keyed.bucketed import BucketContext, ControlSpec
 
 CONTROL = ControlSpec(
@@ -29,9 +30,12 @@ def param(level: str, device_type: str, metric: str) -> str:
     return f"{level}:{device_type}:{metric}"
 
 
-# What ``statewise control iot PARAM VALUE`` takes: either level of each known pair.
-CONTROL_PARAMS = tuple(param(level, kind, metric)
-                       for kind, metric in THRESHOLDS for level in (RAISE, CLEAR))
+# What ``statewise control iot PARAM VALUE`` takes: either level of each known pair,
+# within its metric's physical range (a level outside it could never be crossed).
+CONTROL_PARAMS = tuple(
+    ControlParam(param(level, kind, metric), METRIC_BY_NAME[metric].min,
+                 METRIC_BY_NAME[metric].max, unit=METRIC_BY_NAME[metric].unit)
+    for kind, metric in THRESHOLDS for level in (RAISE, CLEAR))
 
 
 def levels(ctx: BucketContext) -> pd.DataFrame:

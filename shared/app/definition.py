@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from shared.app.commands import DemoSpec, InputGenerator
+from shared.app.control import ControlParam
 from shared.app.topics import AppTopics
 from shared.ops.topics import TopicSpec
 
@@ -103,6 +104,11 @@ class AppDefinition:
     # (past, future): event times further from the Kafka record timestamp are
     # rejected, so one record dated 2099 cannot drag the watermark forward.
     event_time_bounds: tuple[timedelta, timedelta] | None = None
+    # Who stamps an input record's Kafka timestamp: "CreateTime", the producer, which
+    # the input topics bound by the event-time bounds (the broker refuses a record
+    # stamped outside them); "LogAppendTime", the broker, on arrival
+    # (shared/app/input_timestamps.py).
+    input_timestamps: str = "CreateTime"
     description: str = ""
     # ``statewise produce APP``: the app's seeded input stream. None: no generator.
     generator: InputGenerator | None = None
@@ -114,8 +120,10 @@ class AppDefinition:
     # ``statewise demo APP``: how the demo feeds the app and prints it. None: no demo.
     demo: DemoSpec | None = None
     # ``statewise control APP PARAM VALUE``: the params the app reads from its control
-    # topic. It keeps others but ignores them, so the command refuses them instead.
-    control_params: tuple[str, ...] = ()
+    # topic, each with the values it accepts. It keeps other params but ignores them, so
+    # the command refuses them instead; a value outside its param's range goes to the
+    # dead-letter topic (shared/app/control.py).
+    control_params: tuple[ControlParam, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.build is None) == (self.keyed is None):
@@ -123,6 +131,16 @@ class AppDefinition:
         if bool(self.control_params) != (self.topics.control is not None):
             raise ValueError(f"app {self.name!r}: declare control_params if and only if its "
                              "topics have a control topic")
+        if self.input_timestamps not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(f"app {self.name!r}: input_timestamps is CreateTime or "
+                             f"LogAppendTime, not {self.input_timestamps!r}")
+        if not all(isinstance(param, ControlParam) for param in self.control_params):
+            raise ValueError(f"app {self.name!r}: control_params are ControlParams (each "
+                             "with the values it accepts), not names")
+
+    @property
+    def control_param_names(self) -> tuple[str, ...]:
+        return tuple(param.name for param in self.control_params)
 
     @property
     def input_topic(self) -> TopicSpec:

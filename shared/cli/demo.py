@@ -160,7 +160,7 @@ def _run_apps(apps: list[AppDefinition], args: argparse.Namespace,
     try:
         platform = on_demo_kafka(from_env(PlatformSettings), bootstrap_servers, args)
         kafka = kafka_clients.connection(platform)
-        cluster_id = _provision(apps, kafka, platform.allow_fewer_replicas)
+        cluster_id = _provision(apps, kafka, platform.allow_fewer_replicas, args)
         # A new checkpoint reads from here: what this demo produces, not the input of
         # earlier demos on the same Kafka, and none of it lost to Spark's start.
         offsets = _input_end_offsets(apps, kafka)
@@ -233,13 +233,18 @@ def _kafka(args: argparse.Namespace) -> Iterator[str]:
 
 
 def _provision(apps: list[AppDefinition], kafka: kafka_clients.KafkaConnection,
-               allow_fewer_replicas: bool) -> str:
-    """Creates the apps' topics; returns the cluster's id."""
+               allow_fewer_replicas: bool, args: argparse.Namespace | None = None) -> str:
+    """Creates the apps' topics (their inputs bounded by the settings the demo runs each
+    with, given its ``args``); returns the cluster's id."""
+    from shared.app.input_timestamps import provisioned_topics
     from shared.ops.topics import provision
 
     admin = kafka_clients.admin_client(kafka)
     for app in apps:
-        provision(admin, app.topics.all(), DEMO_PREFIX,
+        settings = from_env(app.settings_type)
+        if args is not None and app.demo is not None:
+            settings = dataclasses.replace(settings, **app.demo.app_settings(args))
+        provision(admin, provisioned_topics(app, settings), DEMO_PREFIX,
                   allow_fewer_replicas=allow_fewer_replicas)
     return admin.list_topics(timeout=30).cluster_id or "unknown-cluster"
 

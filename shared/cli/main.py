@@ -130,6 +130,7 @@ def run_prepared(app: AppDefinition, settings, available_now: bool, prepare) -> 
 
 def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
                        prepare=None, figures: AppFigures | None = None) -> int:
+    from shared.app.input_timestamps import provisioned_topics
     from shared.ops.topics import provision_on
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
@@ -138,7 +139,7 @@ def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
     # SIGINT and SIGTERM stop the run between batches from here on, also while Spark
     # starts and between restarts (shared/runtime/stop_signals.py).
     with StopSignals(app.name) as signals:
-        provision_on(settings, app.topics.all())
+        provision_on(settings, provisioned_topics(app, settings))
         # The Python workers start while the driver plans the query, forked from a daemon
         # that has imported the app's modules (docs/operations.md, "Restart time").
         spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
@@ -325,22 +326,33 @@ def _prometheus_main(argv: Sequence[str]) -> int:
 
 
 def _topics_main(argv: Sequence[str]) -> int:
-    from shared.ops.topics import provision_on
+    from shared.app.input_timestamps import provisioned_topics
+    from shared.ops.topics import align_configs, provision
 
     apps = registered_apps()
-    parser = CommandParser(prog="statewise topics",
-                           description="create every app's topics (idempotent)")
+    parser = CommandParser(
+        prog="statewise topics",
+        description="create every app's topics (idempotent); on topics that exist, set "
+                    "what their spec says and they differ from (the input's timestamp "
+                    "bounds follow the app's settings, e.g. FRAUD_ALLOWED_LATENESS)")
     parser.add_argument("--app", choices=sorted(apps), default=None)
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
-    specs = [s for name, a in apps.items() if args.app in (None, name) for s in a.topics.all()]
-    created = provision_on(settings, specs)
+    specs = [s for name, a in apps.items() if args.app in (None, name)
+             for s in provisioned_topics(a, settings)]
+    admin = kafka_clients.admin_client(settings)
+    created = provision(admin, specs, settings.topic_prefix,
+                        allow_fewer_replicas=settings.allow_fewer_replicas)
+    altered = align_configs(admin, [s for s in specs if s.qualified(settings.topic_prefix)
+                                    not in created], settings.topic_prefix)
     for spec in specs:
         name = spec.qualified(settings.topic_prefix)
-        print(f"{'created' if name in created else 'exists '} {name} "
-              f"({spec.partitions} partitions, {spec.cleanup_policy})")
+        state = "created" if name in created else "altered" if name in altered else "exists "
+        changes = "".join(f", {key} {was} -> {now}"
+                          for key, (was, now) in altered.get(name, {}).items())
+        print(f"{state} {name} ({spec.partitions} partitions, {spec.cleanup_policy}{changes})")
     return 0
 
 
@@ -359,19 +371,24 @@ def _control_main(argv: Sequence[str]) -> int:
     from shared.ops.topics import provision_on
 
     apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
-    parser = CommandParser(prog="statewise control",
-                           description="change a threshold while the app runs")
+    parser = CommandParser(
+        prog="statewise control", description="change a threshold while the app runs",
+        epilog=_control_params_help(apps.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("app", choices=sorted(apps))
     parser.add_argument("param", help="a threshold the app reads from its control topic "
-                                      "(see the app's README; a wrong one lists them)")
-    parser.add_argument("value", type=float)
+                                      "(listed below; a wrong one lists them)")
+    parser.add_argument("value", type=float, help="within the param's range (below); the "
+                        "app sends a value outside it to its dead-letter topic")
     parser.add_argument("--version", type=int, default=None, help="default: now in ms")
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
-    known = apps[args.app].control_params
-    if args.param not in known:  # the app would keep it and ignore it: say so now
+    params = {param.name: param for param in apps[args.app].control_params}
+    if args.param not in params:  # the app would keep it and ignore it: say so now
         parser.exit(2, f"{parser.prog}: {args.app} has no control parameter "
-                       f"{args.param!r}; it has: {', '.join(known)}\n")
+                       f"{args.param!r}; it has: {', '.join(params)}\n")
+    if problem := params[args.param].problem(args.value):
+        parser.exit(2, f"{parser.prog}: {args.value:g} refused: {problem}\n")
     settings = from_namespace(PlatformSettings, args)
     _require_broker(settings)
     spec = apps[args.app].topics.control
@@ -383,6 +400,16 @@ def _control_main(argv: Sequence[str]) -> int:
              [OutgoingRecord(key=args.param.encode(), value=json_value(record))])
     print(f"sent {record} to {spec.qualified(settings.topic_prefix)}")
     return 0
+
+
+def _control_params_help(apps) -> str:
+    """Each app's control params and the values each accepts, for ``--help``."""
+    lines = []
+    for app in sorted(apps, key=lambda app: app.name):
+        lines.append(f"{app.name} params (a value outside its range goes to "
+                     f"{app.topics.dead_letter.name}):")
+        lines += [f"  {param.name}: {param.accepts}" for param in app.control_params]
+    return "\n".join(lines)
 
 
 def _report_main(argv: Sequence[str]) -> int:

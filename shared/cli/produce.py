@@ -131,9 +131,10 @@ def _require_broker(settings: PlatformSettings) -> None:
 
 
 def _provision(app: AppDefinition, settings: PlatformSettings) -> str:
+    from shared.app.input_timestamps import provisioned_topics
     from shared.ops.topics import provision_on
 
-    created = provision_on(settings, app.topics.all())
+    created = provision_on(settings, provisioned_topics(app, settings))
     if created:
         print(f"created topics: {', '.join(created)}", file=sys.stderr)
     return app.input_topic.qualified(settings.topic_prefix)

@@ -92,10 +92,18 @@ def app_grants(app: AppDefinition, settings: PlatformSettings) -> list[Grant]:
 
 def provisioner_grants(app: AppDefinition, settings: PlatformSettings) -> list[Grant]:
     """What the principal creating ``app``'s topics needs (``statewise topics``)."""
+    from shared.app.input_timestamps import provisioned_topics
+
+    specs = provisioned_topics(app, settings)
     return [Grant(TOPIC, spec.qualified(settings.topic_prefix), LITERAL,
                   ("CREATE", "DESCRIBE"),
                   "created when missing (CREATE); its partitions awaited (DESCRIBE)")
-            for spec in app.topics.all()]
+            for spec in specs] + [
+        Grant(TOPIC, spec.qualified(settings.topic_prefix), LITERAL,
+              ("DESCRIBE_CONFIGS", "ALTER_CONFIGS"),
+              "an existing topic's configuration set where its spec says otherwise (the "
+              "input's timestamp bounds, the side topics' record size)")
+        for spec in specs if spec.extra_config]
 
 
 def acl_bindings(grants: Iterable[Grant], principal: str, host: str = "*") -> list:
@@ -122,7 +130,8 @@ def kafka_acls_commands(grants: Iterable[Grant], principal: str,
     """The same grants as ``kafka-acls.sh`` lines (an admin's properties file assumed)."""
     lines = []
     for g in grants:
-        operations = " ".join(f"--operation {op.title()}" for op in g.operations)
+        operations = " ".join(f"--operation {op.title().replace('_', '')}"
+                              for op in g.operations)
         pattern = " --resource-pattern-type prefixed" if g.pattern == PREFIXED else ""
         lines.append(
             f"kafka-acls.sh --bootstrap-server {shlex.quote(bootstrap_servers)} "

@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
 
+from shared.app.control import ControlParam
 from shared.app.definition import AppDefinition, Output
 from shared.keyed.bucketed import apply_bucketed
 from shared.keyed.bucketed.envelopes import EnvelopeSpec, Route
@@ -187,7 +188,8 @@ def _control(control_raw: DataFrame | None, app: AppDefinition, settings: Platfo
     if control_raw is None or spec is None or spec.schema is None:
         return None, None
     staged = parse(control_raw, spec.schema)
-    staged = staged.withColumn(DECODE_REASON, _finite_reason(staged, spec.schema)).withColumn(
+    reason = _range_reason(_finite_reason(staged, spec.schema), app.control_params)
+    staged = staged.withColumn(DECODE_REASON, reason).withColumn(
         _BARRIER, F.spark_partition_id() >= 0)
     reason = F.col(DECODE_REASON)
     decoded = kept(staged, reason.isNull()).select(*spec.schema.field_names)
@@ -215,6 +217,21 @@ def _finite_reason(staged: DataFrame, schema) -> Column:
                             F.lit(f"field '{field.name}' is not a finite number")
                             ).otherwise(reason)
     return reason
+
+
+def _range_reason(reason: Column, params: Sequence[ControlParam]) -> Column:
+    """The reason so far, or the refusal of a known param whose value lies outside the
+    values it accepts (shared/app/control.py). A param the app does not read is kept
+    and ignored, so its value is not judged."""
+    value, refusal = F.col("value"), None
+    for param in params:  # one CASE of a branch per param (nesting would double per param)
+        outside = ~value.between(F.lit(param.low), F.lit(param.high))
+        if param.whole:  # not floor(): it makes a long, which 1e300 overflows
+            outside = outside | (value % 1 != 0)
+        refused = (F.col("param") == param.name) & outside
+        refusal = (F.when(refused, F.lit(param.refusal)) if refusal is None
+                   else refusal.when(refused, F.lit(param.refusal)))
+    return reason if refusal is None else F.coalesce(reason, refusal)
 
 
 def _with_reason(staged: DataFrame, gate) -> DataFrame:

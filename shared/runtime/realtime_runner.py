@@ -214,12 +214,13 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
                  stop_requested: threading.Event | None = None,
                  figures: AppFigures | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
+    from shared.app.input_timestamps import provisioned_topics
     from shared.ops.topics import provision_on
     from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
 
     settings = with_enough_slots(settings, required_task_slots(rt, settings))
-    provision_on(settings, rt.app.topics.all())
+    provision_on(settings, provisioned_topics(rt.app, settings))
     spark = realtime_spark(settings, f"statewise-{rt.app.name}-realtime")
     session = realtime_session(spark, rt, settings)
     register_metrics_listener(session, settings.metrics_dir, rotation=Rotation.of(settings),

@@ -214,16 +214,16 @@ def event_time_bound(app: AppDefinition, settings: PlatformSettings):
     A record dated ``d`` ahead of the others moves the watermark ``d`` ahead and takes
     ``d`` of their allowed lateness (one dated 50 minutes ahead sent all normal traffic
     to the late topic for 50 minutes): an app with a lateness accepts at most half of it
-    ahead of the Kafka timestamp, whatever its declared future bound."""
-    if app.event_time_bounds is None:
+    ahead of the Kafka timestamp, whatever its declared future bound; the input topics
+    bound the Kafka timestamp alike (shared/app/input_timestamps.py)."""
+    from shared.app.input_timestamps import event_time_limits
+
+    limits = event_time_limits(app, settings)
+    if limits is None:
         return None
     from shared.quality import EventTimeBound
-    from shared.runtime.durations import parse_duration
 
-    past, future = app.event_time_bounds
-    lateness = app.allowed_lateness(settings)
-    if lateness:
-        future = min(future, parse_duration(lateness) / 2)
+    past, future = limits
     # Against the Kafka record's timestamp, not the wall clock, so that a replayed batch
     # judges each record exactly as the first run did.
     return EventTimeBound(column=EVENT_TIME, past=past, future=future,

@@ -87,6 +87,7 @@ class AppHarness:
         ``timestamps_ms``: the records' Kafka timestamps, for the event-time bound."""
         stamps = [None] * len(records) if timestamps_ms is None else timestamps_ms
         decoded = self._screened(records, stamps)
+        control = self._screened_control(control or [])
         controls = pd.DataFrame(control) if control else None
         # Every record set aside: still a batch, whose due timers fire.
         rows = self._frame(decoded) if decoded else None
@@ -124,6 +125,20 @@ class AppHarness:
             else:
                 self._gate_rejected.append(Rejected(record, verdict.reason))
         return decoded
+
+    def _screened_control(self, control: list[dict]) -> list[dict]:
+        """The control records the app gets; one whose value its param does not accept
+        goes to ``rejected``, as the pipeline sends it to dead letters."""
+        params = {param.name: param for param in self.app.control_params}
+        kept = []
+        for record in control:
+            param = params.get(record.get("param"))
+            problem = None if param is None else param.problem(float(record["value"]))
+            if problem is None:
+                kept.append(record)
+            else:
+                self._gate_rejected.append(Rejected(record, problem))
+        return kept
 
     def _frame(self, records: list[dict]) -> pd.DataFrame:
         """The operator's input columns with the dtypes pyspark hands it."""

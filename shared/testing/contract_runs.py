@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from shared.app.definition import AppDefinition
+from shared.app.input_timestamps import provisioned_topics
 from shared.generation.producer import OutgoingRecord, send_all
 from shared.ops.topics import provision_on
 from shared.runtime import kafka_clients
@@ -35,7 +36,7 @@ def own_platform(platform: PlatformSettings, bootstrap: str, root: Path) -> Plat
 
 
 def create_app_topics(app: AppDefinition, settings: PlatformSettings) -> None:
-    provision_on(settings, app.topics.all())
+    provision_on(settings, provisioned_topics(app, settings))
 
 
 def send(app: AppDefinition, settings: PlatformSettings, records: list[OutgoingRecord]) -> None:

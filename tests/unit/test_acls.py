@@ -72,8 +72,13 @@ def test_real_time_mode_adds_its_outputs_and_its_dead_letter_sinks_names():
 def test_the_provisioner_creates_and_describes_each_topic_by_name():
     grants = provisioner_grants(FRAUD_APP, SETTINGS)
     assert {g.name for g in grants} == {t.qualified("prod.") for t in FRAUD.all()}
+    # statewise topics also sets an existing topic's configuration to its spec's (the
+    # input's timestamp bounds, issue 42 item 6): on the topics whose spec has any.
     assert {(g.resource, g.pattern, g.operations) for g in grants} == \
-        {(TOPIC, LITERAL, ("CREATE", "DESCRIBE"))}
+        {(TOPIC, LITERAL, ("CREATE", "DESCRIBE")),
+         (TOPIC, LITERAL, ("DESCRIBE_CONFIGS", "ALTER_CONFIGS"))}
+    assert {g.name for g in grants if "ALTER_CONFIGS" in g.operations} == {
+        t.qualified("prod.") for t in (*FRAUD.inputs, FRAUD.dead_letter, FRAUD.late)}
 
 
 def test_bindings_and_command_lines_spell_the_same_grants():

@@ -32,6 +32,7 @@ def test_statewise_topics_creates_the_installed_apps_topics_and_never_the_canary
     monkeypatch.setattr(kafka_clients, "admin_client", lambda *args, **kwargs: None)
     monkeypatch.setattr(topic_admin, "provision",
                         lambda admin, specs, prefix, **_: provisioned.extend(specs) or [])
+    monkeypatch.setattr(topic_admin, "align_configs", lambda *args, **kwargs: {})
     assert cli.main(["topics"]) == 0
     # The project's apps and any app folder (statewise new), never the canary.
     assert {spec.app for spec in provisioned} == set(apps_under_test()) - {"canary"}

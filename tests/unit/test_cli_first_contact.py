@@ -166,7 +166,7 @@ def test_control_refuses_a_parameter_the_app_does_not_know_before_touching_kafka
     assert code == 2
     assert printed.splitlines() == [
         f"statewise control: {app.name} has no control parameter 'no_such_param'; "
-        f"it has: {', '.join(app.control_params)}"]
+        f"it has: {', '.join(app.control_param_names)}"]
 
 
 def control_context(values: dict[str, float]) -> BucketContext:
@@ -178,14 +178,14 @@ def control_context(values: dict[str, float]) -> BucketContext:
 
 
 def test_every_fraud_parameter_control_accepts_changes_a_threshold():
-    values = {name: 1000.0 + i for i, name in enumerate(FRAUD_APP.control_params)}
+    values = {name: 1000.0 + i for i, name in enumerate(FRAUD_APP.control_param_names)}
     changed = Thresholds.from_settings(FraudSettings()).overridden(control_context(values))
     assert {name: getattr(changed, name) for name in values} == values
 
 
 def test_every_iot_parameter_control_accepts_changes_a_level():
     values = {name: (1000.0 if name.startswith(iot_thresholds.RAISE) else -1000.0) - i
-              for i, name in enumerate(IOT_APP.control_params)}
+              for i, name in enumerate(IOT_APP.control_param_names)}
     table = iot_thresholds.levels(control_context(values))
     used = {iot_thresholds.param(level, *pair.split(":")): table.at[pair, level]
             for pair in table.index for level in (iot_thresholds.RAISE, iot_thresholds.CLEAR)}

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft4Validator
 
+from shared.app.input_timestamps import provisioned_topics
 from shared.app.loader import registered_apps
 from shared.ops.k8s import spark_app
 from shared.ops.k8s.monitor import pod_monitor
@@ -130,7 +131,10 @@ def test_every_topic_of_the_registry_has_its_kafka_topic(name):
     app = APPS[name]
     topics = {t["spec"].get("topicName", t["metadata"]["name"]): t
               for t in kafka_topics(app, DEFAULTS)}
-    specs = {spec.qualified(DEFAULTS.topic_prefix): spec for spec in app.topics.all()}
+    # As statewise topics provisions them: the inputs' timestamps bounded by the app's
+    # settings (at their defaults, as the SparkApplication runs it).
+    specs = {spec.qualified(DEFAULTS.topic_prefix): spec
+             for spec in provisioned_topics(app, app.settings_type())}
     assert set(topics) == set(specs)
     for topic_name, spec in specs.items():
         manifest = topics[topic_name]

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from shared.app.definition import AppDefinition
+from shared.app.input_timestamps import provisioned_topics
 from shared.ops.k8s.labels import app_labels, checked_name
 from shared.ops.k8s.settings import K8sSettings
 from shared.ops.topics import TopicSpec
@@ -47,7 +48,9 @@ def kafka_topic(spec: TopicSpec, settings: K8sSettings) -> dict[str, Any]:
 def kafka_topics(app: AppDefinition, settings: K8sSettings) -> list[dict[str, Any]]:
     """One KafkaTopic per topic of the app's registry; two topics whose resource names
     would be the same are refused."""
-    topics = [kafka_topic(spec, settings) for spec in app.topics.all()]
+    # The app's settings at their defaults: the SparkApplication sets none of them.
+    topics = [kafka_topic(spec, settings)
+              for spec in provisioned_topics(app, app.settings_type())]
     names = [topic["metadata"]["name"] for topic in topics]
     if len(set(names)) != len(names):
         raise ValueError(f"{app.name}: topics that map to one KafkaTopic name: {names}")
