@@ -36,7 +36,8 @@ def test_an_apps_reference_names_every_topic_field_and_own_setting(app):
 
 def test_the_reference_gives_units_and_no_path_of_this_machine():
     fraud = app_reference(APPS["fraud"])
-    assert "| `--card-idle-expiry-h` | `FRAUD_CARD_IDLE_EXPIRY_H` | hours, a number above 0 | `24.0` |" in fraud
+    assert ("| `--card-idle-expiry-h` | `FRAUD_CARD_IDLE_EXPIRY_H` | hours, a number above 0 "
+            "| `24.0` |") in fraud
     assert "| `--allowed-lateness` | `FRAUD_ALLOWED_LATENESS` | duration | `30 seconds` |" \
         in fraud
     platform = references(APPS.values())["platform"]
