@@ -71,7 +71,7 @@ def check_markers_first(config, batch_id: int, identity: BatchIdentity,
     markers = read(config, sorted(identity.known_writers))
     # A batch some writer committed with these very offsets is the batch as first
     # planned: a writer that did not commit it had no records in it, and has none now.
-    as_first_planned = any(m.digests.get(batch_id) == (identity.offsets_digest or "-")
+    as_first_planned = any(m.planned_digest(batch_id) == (identity.offsets_digest or "-")
                            for m in markers.values())
     for writer, marker in sorted(markers.items()):
         if marker.offset < 0:

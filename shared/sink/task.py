@@ -40,6 +40,7 @@ from shared.sink.kafka import (
     within,
 )
 from shared.sink.ledger import NO_IDENTITY, BatchIdentity
+from shared.sink.output_digest import share_digest
 from shared.sink.refetch import SourceReader, refilled
 from shared.sink.side_records import SIDE_ARROW, SIDE_SCHEMA, side_records, side_rows
 
@@ -113,7 +114,7 @@ def check_replay(spec: TaskSpec, partition: int, marker: Marker) -> bool:
         return False
     if not already_committed(batch_id, marker.offset):
         return False
-    recorded = marker.digests.get(batch_id)
+    recorded = marker.planned_digest(batch_id)
     if recorded is None and not marker.digests and batch_id == marker.offset - 1:
         return True  # a marker from before digests were kept: the last batch, as before
     if recorded is not None and recorded == (identity.offsets_digest or "-"):
@@ -128,6 +129,23 @@ def check_replay(spec: TaskSpec, partition: int, marker: Marker) -> bool:
         "it would lose records and writing it would double some. Way out: put the "
         "checkpoint's lost newest offset files back, or restore its newest copy, and "
         "start again; or start from a savepoint (statewise restore) or a new checkpoint.")
+
+
+def check_output(spec: TaskSpec, partition: int, marker: Marker, output: str) -> None:
+    """Raise OutputMismatch when the records this writer would skip differ from those it
+    committed for the batch (shared/sink/output_digest.py); a marker from before output
+    digests were kept says nothing."""
+    written = marker.output_digest(spec.batch_id)
+    if written is None or written == output:
+        return
+    raise OutputMismatch(
+        f"batch {spec.batch_id} was committed to Kafka by writer {partition} of sink "
+        f"{spec.config.sink_id}, but the records planned for it now differ from those "
+        f"written (output digest {written} then, {output} now): the replay is not the "
+        "batch that was written (a setting changed before the restart, or a plan that is "
+        "not deterministic), and a record that moved to another writer would be written "
+        "twice. Way out: start again with the settings the batch ran with; or start from "
+        "a savepoint (statewise restore) or a new checkpoint.")
 
 
 @dataclass(frozen=True)
@@ -152,10 +170,21 @@ class Marker:
                     committed_ms = int(batch[len(_COMMITTED_AT):])
         return cls(offset, digests, committed_ms)
 
-    def after(self, batch_id: int, digest: str) -> Marker:
-        """This marker once ``batch_id`` commits: its digest kept, the oldest ones let go."""
+    def planned_digest(self, batch_id: int) -> str | None:
+        """The digest of the offset-log entry ``batch_id`` was written with."""
+        recorded = self.digests.get(batch_id)
+        return None if recorded is None else recorded.partition(_OUTPUT_SEP)[0]
+
+    def output_digest(self, batch_id: int) -> str | None:
+        """The digest of the records this writer wrote for ``batch_id`` (None: not kept)."""
+        recorded = self.digests.get(batch_id)
+        return None if recorded is None else recorded.partition(_OUTPUT_SEP)[2] or None
+
+    def after(self, batch_id: int, digest: str, output: str = "") -> Marker:
+        """This marker once ``batch_id`` commits: its digests kept (the offset-log entry's
+        and the records'), the oldest batches' let go."""
         kept = {b: d for b, d in self.digests.items() if b < batch_id}
-        kept[batch_id] = digest or "-"
+        kept[batch_id] = (digest or "-") + (f"{_OUTPUT_SEP}{output}" if output else "")
         newest = sorted(kept)[-MARKER_DIGESTS:]
         return Marker(batch_id + 1, {b: kept[b] for b in newest}, _now_ms())
 
@@ -174,10 +203,11 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-# How many batches back a checkpoint may go and still replay what it wrote (32 digests
-# take ~700 of the 4,096 bytes a broker keeps per offset commit by default).
+# How many batches back a checkpoint may go and still replay what it wrote (32 batches'
+# digests take ~1,200 of the 4,096 bytes a broker keeps per offset commit by default).
 MARKER_DIGESTS = 32
 _MARKER_VERSION = "statewise.v1;"
+_OUTPUT_SEP = "/"  # batch:<offsets digest>/<output digest>
 _COMMITTED_AT = "t="
 
 
@@ -208,10 +238,10 @@ class LogicalWriter:
             # A timeout is retried, unless it hides a refusal (then not retriable).
             raise hidden_refusal(error, self.config, self.partition) from error
 
-    def begin(self, batch_id: int, digest: str) -> Marker:
+    def begin(self, batch_id: int, digest: str, output: str = "") -> Marker:
         """Open the batch's transaction, marker first: a fenced producer learns it here,
         before any record is sent. Returns the marker the commit will make."""
-        marker = self.committed.after(batch_id, digest)
+        marker = self.committed.after(batch_id, digest, output)
         self.producer.begin_transaction()
         offsets = [TopicPartition(self.config.marker_topic, 0, marker.offset,
                                   metadata=marker.metadata())]
@@ -326,20 +356,21 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
           cache: WriterCache) -> PartitionResult:
     """Write one partition of batch ``spec.batch_id`` once. The input is always read to
     its end: the stateful operator upstream commits its state only then."""
-    batches = iter(batches)
-    first = next((b for b in batches if b.num_rows), None)
-    if first is None:
+    # The share is held whole: its digest goes into the marker, which is sent first.
+    share = [b for b in batches if b.num_rows]
+    if not share:
         return PartitionResult(partition, EMPTY, 0)  # no record: no transaction
+    output = share_digest(share)
     started_before = cache.started
     writer = cache.get(spec.config, partition)
     for attempt in (1, 2):
         if check_replay(spec, partition, writer.committed):
-            records = first.num_rows + sum(b.num_rows for b in batches)
-            return PartitionResult(partition, SKIPPED, records,
+            check_output(spec, partition, writer.committed, output)
+            return PartitionResult(partition, SKIPPED, sum(b.num_rows for b in share),
                                    producers_started=cache.started - started_before)
         began = time.monotonic()
         try:
-            marker = writer.begin(spec.batch_id, spec.identity.offsets_digest)
+            marker = writer.begin(spec.batch_id, spec.identity.offsets_digest, output)
             break
         except CallHung as hung:
             # No record is sent yet: a new producer fences the stuck one (aborting the
@@ -360,7 +391,7 @@ def write(spec: TaskSpec, partition: int, batches: Iterable[pa.RecordBatch],
     where = f"partition {partition}"
     side: Counter[tuple[str, str]] = Counter()
     try:
-        envelopes = refilled(_chain(first, batches), source_reader(spec.config, partition))
+        envelopes = refilled(iter(share), source_reader(spec.config, partition))
         records = produce(writer.producer, _counted(envelopes, side))
         unsent = writer.producer.flush(60)
         if unsent:
