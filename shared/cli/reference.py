@@ -95,8 +95,9 @@ def app_reference(app: AppDefinition) -> str:
     ]
     if app.control_params:
         parts += ["## Control parameters",
-                  f"`statewise control {app.name} PARAM VALUE` (the control topic): "
-                  + ", ".join(f"`{p}`" for p in app.control_params) + "."]
+                  f"`statewise control {app.name} PARAM VALUE` (the control topic); a value "
+                  "outside its range goes to the dead-letter topic with the reason:",
+                  "\n".join(f"- `{p.name}`: {p.accepts}" for p in app.control_params)]
     parts += [f"## Settings of {app.name}",
               "Flag, then environment variable, then default. Durations: "
               "docs/reference/platform.md.", _settings_table(app.settings_type, own),

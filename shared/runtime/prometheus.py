@@ -103,7 +103,6 @@ class AppFigures(Collector):
             **{("statewise_sink_batches", (kind,)): 0 for kind in (WRITTEN, SKIPPED, EMPTY)},
             **{("statewise_sink_records", (kind,)): 0 for kind in (WRITTEN, SKIPPED)},
             **{("statewise_quality_validations", (kind,)): 0 for kind in (PASSED, FAILED)}})
-        self._previous: dict[str, Mapping[str, Any]] = {}  # query -> the progress before
         self._idle: set[str] = set()  # queries whose last event says nothing waits
         self._quality: Mapping[str, Any] | None = None  # the newest validation's summary
         self._batch_figures = _batch_figures()
@@ -115,9 +114,9 @@ class AppFigures(Collector):
         event = record.get("event")
         with self._lock:
             if event == "progress":
-                self._previous[query] = self._progress.get(query)
+                before = self._progress.get(query)
                 self._progress[query] = record
-                self._count_batch(query, record, self._previous[query])
+                self._count_batch(query, record, before)
             if event != "idle":
                 self._active[query] = int(event != "terminated")
             if event in ("idle", "progress"):
@@ -329,7 +328,7 @@ class AppFigures(Collector):
 
 
 def _add(family: GaugeMetricFamily | CounterMetricFamily, labels: Sequence[str],
-         value: Any, divisor: float = 1) -> None:
+         value: Any) -> None:
     """Add a sample when the figure is a number (Spark leaves some out or sends text)."""
     if isinstance(value, str):
         try:
@@ -337,7 +336,7 @@ def _add(family: GaugeMetricFamily | CounterMetricFamily, labels: Sequence[str],
         except ValueError:
             return
     if isinstance(value, int | float) and not isinstance(value, bool):
-        family.add_metric(list(labels), value / divisor)
+        family.add_metric(list(labels), value)
 
 
 def _version(package: str) -> str:

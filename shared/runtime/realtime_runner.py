@@ -22,8 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import signal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -211,13 +209,13 @@ def start_realtime(spark: SparkSession, rt: RealtimeApp, settings: PlatformSetti
 
 
 def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
-                 stop_requested: threading.Event | None = None,
                  figures: AppFigures | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
     from shared.app.input_timestamps import provisioned_topics
     from shared.ops.topics import provision_on
     from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
+    from shared.runtime.stop_signals import StopSignals
 
     settings = with_enough_slots(settings, required_task_slots(rt, settings))
     provision_on(settings, provisioned_topics(rt.app, settings))
@@ -228,18 +226,16 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
     running = start_realtime(spark, rt, settings, session=session, figures=figures)
     log.info("%s running in Real-Time Mode; checkpoints %s", rt.app.name,
              checkpoint_paths(rt, settings))
-    stop_requested = stop_requested or threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop_requested.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    # The handlers stay ours until the queries have stopped (shared/runtime/stop_signals.py).
+    signals = StopSignals(rt.app.name).install()
     try:
-        while not stop_requested.is_set() and all(q.isActive for q in running.queries):
-            stop_requested.wait(0.5)
+        while not signals.requested.is_set() and all(q.isActive for q in running.queries):
+            signals.requested.wait(0.5)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         failed = [q for q in running.queries if q.exception() is not None]
         running.stop()
         spark.stop()
+        signals.restore()
     if failed:
         raise RuntimeError(f"query {failed[0].name} failed") from failed[0].exception()
     return 0

@@ -59,7 +59,7 @@ from shared.runtime.kafka_io import ENVELOPE_COLUMNS
 from shared.sink import names
 from shared.sink.keepalive import MarkerKeepAlive, broker_limits
 from shared.sink.ledger import NO_IDENTITY, SinkLedger
-from shared.sink.markers import check_markers_first, reconcile
+from shared.sink.markers import check_markers_first, read_markers, reconcile
 from shared.sink.task import (
     EMPTY,
     SKIPPED,
@@ -222,6 +222,7 @@ class ExactlyOnceKafkaSink:
         self.keepalive: MarkerKeepAlive | None = None
         self._started = False
         self._gone_at_start: set[int] = set()  # known writers without a marker then
+        self._admin = None  # made by start_of_run, before the first batch
         self._lock = _BATCH_LOCKS.setdefault(config.sink_id, threading.Lock())
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -234,15 +235,16 @@ class ExactlyOnceKafkaSink:
         output may be in Kafka already; the markers' keep-alive started."""
         from shared.runtime.kafka_clients import admin_client
 
-        retention_s, broker_max_ms = broker_limits(admin_client(self.config.kafka,
-                                                                log_level=0))
+        self._admin = admin_client(self.config.kafka, log_level=0)
+        retention_s, broker_max_ms = broker_limits(self._admin)
         self.config = dataclasses.replace(self.config, transaction_timeout_ms=(
             transaction_timeout_ms(self.config.transaction_timeout_ms, self.batch_timeout_s,
                                    broker_max_ms)))
         if self.ledger is None:
             self._started = True
             return
-        markers = reconcile(self.config, self.ledger)  # raises: the next batch tries again
+        # raises: the next batch tries again
+        markers = reconcile(self.config, self.ledger, self._read_markers)
         self._started = True
         self._gone_at_start = {w for w, m in markers.items() if m.offset < 0}
         ledger = self.ledger
@@ -257,7 +259,7 @@ class ExactlyOnceKafkaSink:
             self.start_of_run()
         # On the driver: a fault that kills the driver needs its pid (and its JVM's).
         identity = NO_IDENTITY if self.ledger is None else self.ledger.identity(batch_id)
-        check_markers_first(self.config, batch_id, identity)
+        check_markers_first(self.config, batch_id, identity, self._read_markers)
         spec = TaskSpec(self.config, batch_id, self.faults.for_executors(), identity,
                         stacks_after_s=self.batch_timeout_s / 2)
 
@@ -313,6 +315,10 @@ class ExactlyOnceKafkaSink:
         finally:
             timer.cancel()
             context.removeJobTag(tag)
+
+    def _read_markers(self, config, writers) -> dict:
+        """Markers read through this run's one admin client (``start_of_run``)."""
+        return read_markers(config, writers, self._admin)
 
     def _forget_gone(self, batch_id: int, written: tuple[int, ...]) -> None:
         """Known writers whose markers were gone at this run's start and that have not

@@ -55,9 +55,14 @@ def reconcile(config, ledger, read=read_markers) -> dict[int, Marker]:
     """Every known writer's marker, read before this run writes anything; the ledger
     learns the newest batch they hold (``SinkLedger.highest_marked``)."""
     markers = read(config, sorted(ledger.known_writers)) if ledger.known_writers else {}
-    ledger.highest_marked = max((m.offset - 1 for m in markers.values() if m.offset > 0),
-                                default=-1)
+    ledger.highest_marked = newest_committed(markers)
     return markers
+
+
+def newest_committed(markers: dict[int, Marker]) -> int:
+    """The newest batch any of ``markers`` committed (-1: none; a marker is ``last
+    committed batch + 1``)."""
+    return max((m.offset - 1 for m in markers.values() if m.offset > 0), default=-1)
 
 
 def check_markers_first(config, batch_id: int, identity: BatchIdentity,

@@ -36,6 +36,15 @@ def marker_group(sink: str, partition: int) -> str:
     return f"{PREFIX}{sink}.p{partition}.marker"
 
 
+def marker_writer(sink: str, group_id: str) -> int | None:
+    """The writer whose marker group ``group_id`` is, in ``sink`` (None: not one of its)."""
+    head, tail = f"{PREFIX}{sink}.p", ".marker"
+    index = group_id[len(head):-len(tail)]
+    if group_id.startswith(head) and group_id.endswith(tail) and index.isdigit():
+        return int(index) if marker_group(sink, int(index)) == group_id else None
+    return None
+
+
 def owner_of(sink: str) -> str:
     """The owner part of a sink id (all of it for an id without a query id)."""
     return sink.rsplit(".", 1)[0]

@@ -243,13 +243,18 @@ class LogicalWriter:
         before any record is sent. Returns the marker the commit will make."""
         marker = self.committed.after(batch_id, digest, output)
         self.producer.begin_transaction()
+        self._send_marker(marker)
+        return marker
+
+    def _send_marker(self, marker: Marker) -> None:
+        """``marker`` into the open transaction, bounded (librdkafka never times this
+        call's coordinator request out)."""
         offsets = [TopicPartition(self.config.marker_topic, 0, marker.offset,
                                   metadata=marker.metadata())]
         group = self.marker.consumer_group_metadata()
         within(lambda: self.producer.send_offsets_to_transaction(offsets, group,
                                                                  OFFSETS_TIMEOUT_S),
                OFFSETS_TIMEOUT_S + HUNG_GRACE_S, "send_offsets_to_transaction")
-        return marker
 
     def renew(self) -> Marker | None:
         """Commit the marker again, unchanged but for its time, in an empty transaction:
@@ -261,11 +266,7 @@ class LogicalWriter:
         marker = self.committed.renewed()
         self.producer.begin_transaction()
         try:
-            offsets = [TopicPartition(self.config.marker_topic, 0, marker.offset,
-                                      metadata=marker.metadata())]
-            within(lambda: self.producer.send_offsets_to_transaction(
-                offsets, self.marker.consumer_group_metadata(), OFFSETS_TIMEOUT_S),
-                OFFSETS_TIMEOUT_S + HUNG_GRACE_S, "send_offsets_to_transaction")
+            self._send_marker(marker)
             self.producer.commit_transaction(60)
         except KafkaException as error:
             abort_quietly(self.producer, error)
@@ -331,14 +332,13 @@ def write_partition(spec: TaskSpec, batches: Iterator[pa.RecordBatch],
                     cache: WriterCache | None = None, partition: int | None = None
                     ) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function: write this task's partition, yield its stats row."""
-    batches = iter(batches)
-    first = next((b for b in batches if b.num_rows), None)
+    share = [b for b in batches if b.num_rows]  # read whole: see write()
+    first = share[0] if share else None
     if partition is None:
         partition = _writer_of(first)
-    rows = iter(()) if first is None else _chain(first, batches)
     try:
         with _stacks_printed_after(spec.stacks_after_s):
-            result = write(spec, partition, rows, _CACHE if cache is None else cache)
+            result = write(spec, partition, share, _CACHE if cache is None else cache)
     except KafkaException as error:
         # Spark shows the task's exception: one that names the missing ACL.
         topics = [] if first is None else first.column("topic").unique().to_pylist()
@@ -454,7 +454,3 @@ def _counted(batches: Iterator[pa.RecordBatch], side: Counter[tuple[str, str]]
         side.update(side_records(batch))
         yield batch
 
-
-def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield first
-    yield from rest

@@ -23,10 +23,9 @@ from shared.runtime.checkpoint_check import OutputMismatch
 from shared.runtime.kafka_clients import admin_client, connection
 from shared.sink import SinkConfig, names
 from shared.sink.ledger import earlier_writers
-from shared.sink.markers import read_markers
+from shared.sink.markers import newest_committed, read_markers
 
 log = logging.getLogger(__name__)
-MARKER_SUFFIX = ".marker"
 
 
 class RestoreRepeatsOutput(OutputMismatch):
@@ -36,14 +35,8 @@ class RestoreRepeatsOutput(OutputMismatch):
 def source_writers(admin, app: str, query_id: str, timeout_s: float = 30.0) -> list[int]:
     """The writer indices of ``query_id``'s sink with a marker group on the broker."""
     sink = names.sink_id(app, query_id)
-    prefix = f"{names.PREFIX}{sink}.p"
-    writers = []
-    for group in admin.list_consumer_groups().result(timeout_s).valid:
-        index = group.group_id[len(prefix):-len(MARKER_SUFFIX)]
-        if group.group_id.startswith(prefix) and index.isdigit() \
-                and names.marker_group(sink, int(index)) == group.group_id:
-            writers.append(int(index))
-    return sorted(writers)
+    groups = admin.list_consumer_groups().result(timeout_s).valid
+    return sorted(w for g in groups if (w := names.marker_writer(sink, g.group_id)) is not None)
 
 
 def newest_output_batch(settings, app: str, query_id: str, marker_topic: str,
@@ -57,8 +50,7 @@ def newest_output_batch(settings, app: str, query_id: str, marker_topic: str,
     config = SinkConfig(sink_id=names.sink_id(app, query_id), kafka=connection(settings),
                         marker_topic=marker_topic)
     markers = read_markers(config, writers, admin)
-    return max((marker.offset - 1 for marker in markers.values() if marker.offset >= 0),
-               default=-1)
+    return newest_committed(markers)
 
 
 def check_restore_output(manifest: Manifest, path: str, settings, marker_topic: str,
