@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from shared.keyed.rules import Events
 
 VELOCITY, SPEND, TRAVEL, TESTING = "velocity", "spend_velocity", "impossible_travel", \
     "card_testing"
@@ -29,17 +32,18 @@ ALERT_SCHEMA = StructType([
 COLUMNS = tuple(ALERT_SCHEMA.fieldNames())
 
 
-def alert_frame(rule: str, card_ids: Sequence[str], txn_ids: Sequence[str],
-                burst_ids: Sequence[str], first_ms: Sequence[int], last_ms: Sequence[int],
-                detected_at_ms: int, details: Sequence[str]) -> pd.DataFrame | None:
-    """The alerts as rows of the output schema, or None when there are none."""
-    cards, txns = list(card_ids), list(txn_ids)
-    if not cards:
+def alerts(rule: str, events: Events, at: np.ndarray, first: Sequence[int],
+           txn_ids: Sequence[str], detected_at_ms: int, details: Sequence[str]
+           ) -> pd.DataFrame | None:
+    """Alerts raised by the transactions ``at`` (rows of ``events``), each naming the
+    burst from its ``first`` transaction (a row) with the burst's ids, or None."""
+    if not len(at):
         return None
+    cards, txns = events.column("card_id")[at], events.column("txn_id")[at]
     return pd.DataFrame({
         "alert_id": [f"{rule}:{c}:{t}" for c, t in zip(cards, txns, strict=True)],
-        "rule": rule, "card_id": cards, "txn_id": txns, "txn_ids": list(burst_ids),
-        "first_event_time_ms": pd.array(first_ms, dtype="int64"),
-        "last_event_time_ms": pd.array(last_ms, dtype="int64"),
+        "rule": rule, "card_id": cards, "txn_id": txns, "txn_ids": list(txn_ids),
+        "first_event_time_ms": events.event_ms[np.asarray(first, dtype=np.int64)],
+        "last_event_time_ms": events.event_ms[at],
         "detected_at_ms": detected_at_ms, "detail": list(details),
     }, columns=list(COLUMNS))

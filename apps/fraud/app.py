@@ -3,29 +3,32 @@
 The shared runner (shared/runtime/runner.py) reads Kafka, decodes, applies the data-quality
 gate and the watermark and feeds every record to the app's keyed operator, which writes
 alerts (and sends rejected and late transactions to their topics), exactly once. The
-rules run in one bucketed, vectorised stateful operator (apps/fraud/processor.py): cards
-are hashed into ``state_buckets`` buckets, and a batch works on the cards it touches.
+operator keeps each card's transactions (apps/fraud/cards.py) and runs every rule of
+apps/fraud/rules/ over them (shared/keyed/rules): cards are hashed into
+``state_buckets`` buckets, and a batch works on the cards it touches.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
-from apps.fraud.card_state import INPUT_COLUMNS
+from apps.fraud.cards import CARDS, INPUT_COLUMNS, transactions
 from apps.fraud.demo import FRAUD_DEMO
-from apps.fraud.processor import FraudProcessor
 from apps.fraud.produce import FRAUD_GENERATOR
 from apps.fraud.quality import transaction_suite
 from apps.fraud.report import report_main
-from apps.fraud.settings import FraudSettings
-from apps.fraud.thresholds import CONTROL_PARAMS, Thresholds, lateness_ms
+from apps.fraud.settings import CONTROL_PARAMS, FraudSettings, Thresholds, lateness_ms
 from apps.fraud.topics import FRAUD
 from shared.app.definition import AppDefinition, KeyedOperator
+from shared.keyed.rules import RulesProcessor
+from shared.keyed.rules.discover import rules_in
 
 
-def processor(settings: FraudSettings) -> FraudProcessor:
-    return FraudProcessor(Thresholds.from_settings(settings),
-                          timedelta(hours=settings.card_idle_expiry_h), lateness_ms(settings))
+def processor(settings: FraudSettings) -> RulesProcessor:
+    cards = dataclasses.replace(CARDS, idle_expiry=timedelta(hours=settings.card_idle_expiry_h))
+    return RulesProcessor(cards, rules_in("apps.fraud.rules"), Thresholds.from_settings(settings),
+                          events_of=transactions, allowed_lateness_ms=lateness_ms(settings))
 
 
 FRAUD_APP = AppDefinition(

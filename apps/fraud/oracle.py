@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from apps.fraud.alert_rows import SPEND, TESTING, TRAVEL, VELOCITY
 from apps.fraud.reference import UNITS_PER_USD, cents
-from apps.fraud.thresholds import Thresholds
+from apps.fraud.settings import Thresholds
 
 
 @dataclass(frozen=True, order=True)

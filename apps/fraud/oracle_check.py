@@ -12,8 +12,7 @@ from collections import Counter
 
 from apps.fraud.alert_rows import VELOCITY
 from apps.fraud.oracle import AlertIdentity, fraud_alerts
-from apps.fraud.settings import FraudSettings
-from apps.fraud.thresholds import Thresholds
+from apps.fraud.settings import FraudSettings, Thresholds
 from apps.fraud.topics import FRAUD
 from shared.testing.oracle_runs import FinishedRun, OracleVerdict, repeated, set_differences
 

@@ -29,8 +29,7 @@ import pytest
 
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.oracle import accepted, spend_baseline
-from apps.fraud.settings import FraudSettings
-from apps.fraud.thresholds import Thresholds
+from apps.fraud.settings import FraudSettings, Thresholds
 from apps.fraud.topics import FRAUD
 from shared.cli.state import state_main
 from shared.cli.state_format import iso_ms

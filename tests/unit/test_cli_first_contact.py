@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 
 from apps.fraud.app import FRAUD_APP
-from apps.fraud.settings import FraudSettings
-from apps.fraud.thresholds import Thresholds
+from apps.fraud.settings import FraudSettings, Thresholds
 from apps.iot import thresholds as iot_thresholds
 from apps.iot.app import IOT_APP
 from shared.cli import main as cli
 from shared.keyed.bucketed import BucketContext
+from shared.keyed.rules import overridden
 from shared.ops.processes import free_port
 from shared.ops.topics import BrokerUnreachable, require_broker
 from shared.settings import REPO_ROOT, EnvironmentValueError, PlatformSettings, load
@@ -179,7 +179,7 @@ def control_context(values: dict[str, float]) -> BucketContext:
 
 def test_every_fraud_parameter_control_accepts_changes_a_threshold():
     values = {name: 1000.0 + i for i, name in enumerate(FRAUD_APP.control_param_names)}
-    changed = Thresholds.from_settings(FraudSettings()).overridden(control_context(values))
+    changed = overridden(Thresholds.from_settings(FraudSettings()), control_context(values))
     assert {name: getattr(changed, name) for name in values} == values
 
 

@@ -14,8 +14,7 @@ import math
 import pytest
 
 from apps.fraud.app import FRAUD_APP
-from apps.fraud.settings import FraudSettings
-from apps.fraud.thresholds import Thresholds
+from apps.fraud.settings import FraudSettings, Thresholds
 from apps.iot import thresholds as iot_thresholds
 from shared.app.control import ControlParam
 from shared.app.loader import registered_apps

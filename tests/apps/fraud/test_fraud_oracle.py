@@ -13,8 +13,7 @@ from apps.fraud.alert_rows import RULES
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.generator import FaultRates, GeneratorConfig, ScenarioRates, generate
 from apps.fraud.oracle import AlertIdentity, fraud_alerts
-from apps.fraud.settings import FraudSettings
-from apps.fraud.thresholds import Thresholds
+from apps.fraud.settings import FraudSettings, Thresholds
 from shared.testing.app_harness import AppHarness
 
 HOUR_MS = 3_600_000

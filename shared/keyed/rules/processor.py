@@ -1,0 +1,171 @@
+"""The generic per-key work, done once for every app: the layer's side of rules.
+
+On arrival (``update``): screen the rows, make them events, drop repeated deliveries
+(same ``ids`` within a key, in the batch or already kept), give new keys their fields'
+defaults, and run the arrival rules over the keys that got events. When the watermark
+moves (``on_watermark``): run the final rules over the events it has passed, in event-
+time order, mark them decided, keep only what a rule's reach or the duplicate check
+still needs, and ask to be woken at each key's next undecided event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from shared.keyed.bucketed import BucketContext, BucketedProcessor, BucketState, BucketUpdate
+from shared.keyed.rules.events import EVENT_MS, Events
+from shared.keyed.rules.keeps import DECIDED, Keeps
+from shared.keyed.rules.params import overridden
+from shared.keyed.rules.rule import ARRIVAL, FINAL, Reach, Rule, Step
+
+Screen = Callable[[pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame | None]]
+
+
+class RulesProcessor(BucketedProcessor):
+    """Runs ``rules`` over the events ``events_of`` makes of each batch's rows.
+
+    ``params``: the rules' parameters (a frozen dataclass, overridden per call by control
+    records when ``keeps.control`` is set). ``screen``: rows -> (rows kept, output rows
+    for the rest, e.g. dead letters). ``allowed_lateness_ms``: how long an event is kept
+    for the duplicate check after the watermark passed it."""
+
+    def __init__(self, keeps: Keeps, rules: Sequence[Rule], params: Any, *,
+                 events_of: Callable[[pd.DataFrame], pd.DataFrame],
+                 allowed_lateness_ms: int = 0, screen: Screen | None = None) -> None:
+        self.keeps, self.rules, self.params = keeps, tuple(rules), params
+        self.spec = keeps.spec(self.rules)
+        self._events_of, self._screen, self.lateness_ms = events_of, screen, allowed_lateness_ms
+        self._key = keeps.key.name
+        self._fresh_key = {f.name: f.default for r in self.rules for f in r.key_fields}
+        self._fresh_event = {f.name: f.default for r in self.rules for f in r.event_fields}
+        # The events ``update`` sorted, for the ``on_watermark`` of the same call: the
+        # layer hands that hook the history ``update`` returned (unless a cap trimmed it).
+        self._updated: Events | None = None
+
+    def params_at(self, ctx: BucketContext) -> Any:
+        return overridden(self.params, ctx) if self.keeps.control is not None else self.params
+
+    def update(self, state: BucketState, rows: pd.DataFrame, ctx: BucketContext
+               ) -> BucketUpdate:
+        self._updated = None
+        outputs: list[pd.DataFrame | None] = []
+        if self._screen is not None:
+            rows, rejected = self._screen(rows)
+            outputs.append(rejected)
+        fresh = self._first_deliveries(self._events_of(rows), state.history)
+        keys = self._with_new_keys(state.keys, fresh[self._key])
+        if not len(fresh):
+            return BucketUpdate(keys=keys, outputs=_joined(outputs))
+        params = self.params_at(ctx)
+        fresh = fresh.assign(**self._fresh_event, **{DECIDED: False})
+        events = Events.of(pd.concat([state.history, fresh], ignore_index=True), self._key,
+                           self.keeps.tie_break, self._horizon_ms(params))
+        touched = np.flatnonzero(events.rows[self._key].isin(fresh[self._key].unique()).to_numpy())
+        keys = keys.copy()
+        outputs += self._run(ARRIVAL, Step(events, touched, keys, params, ctx.processing_time_ms))
+        self._updated = events
+        return BucketUpdate(keys=keys, outputs=_joined(outputs), history=events.rows)
+
+    def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
+        history, watermark = state.history, ctx.watermark_ms
+        if history is None or not len(history) or watermark < 0:
+            return None
+        params = self.params_at(ctx)
+        horizon_ms = self._horizon_ms(params)
+        event_ms = history[EVENT_MS].to_numpy()
+        undecided = ~history[DECIDED].to_numpy(dtype=bool)
+        if not (undecided & (event_ms <= watermark)).any() and not (
+                ~undecided & (event_ms <= watermark - horizon_ms)).any():
+            # Nothing to decide or trim: the state stays, each key wakes at its next.
+            return BucketUpdate.wake_only(self._next_undecided(history, undecided))
+        events = self._events_from(history, horizon_ms)
+        ready = np.flatnonzero(~events.column(DECIDED, bool) & (events.event_ms <= watermark))
+        keys = state.keys.copy() if len(ready) else state.keys
+        step = Step(events, ready, keys, params, ctx.processing_time_ms)
+        outputs = self._run(FINAL, step)
+        step.mark(DECIDED, ready)
+        entries = events.rows
+        keep = self._kept(events, watermark, horizon_ms, params)
+        entries = entries if keep.all() else entries[keep].reset_index(drop=True)
+        return BucketUpdate(keys=keys, outputs=_joined(outputs), history=entries,
+                            wake_at_ms=self._next_undecided(
+                                entries, ~entries[DECIDED].to_numpy(dtype=bool)))
+
+    def _run(self, when: str, step: Step) -> list[pd.DataFrame | None]:
+        if not len(step.at):
+            return []
+        return [rule.apply(step) for rule in self.rules if rule.when == when]
+
+    def _first_deliveries(self, events: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
+        """Each event once: repeats within the batch and events already kept dropped.
+        The first id column alone finds the few candidates (one hash lookup per event);
+        only those are compared on the key and every id column."""
+        ids = [self._key, *self.keeps.ids]
+        events = events.drop_duplicates(subset=ids)
+        if not len(history) or not len(events):
+            return events
+        maybe = events[ids[1]].isin(history[ids[1]]).to_numpy()
+        if not maybe.any():
+            return events
+        kept = pd.MultiIndex.from_frame(history[ids])
+        repeat = np.zeros(len(events), dtype=bool)
+        repeat[maybe] = pd.MultiIndex.from_frame(events[ids][maybe]).isin(kept)
+        return events[~repeat]
+
+    def _with_new_keys(self, keys: pd.DataFrame, arrived: pd.Series) -> pd.DataFrame:
+        """The key table with a row of defaults for each key not in it yet (a key left
+        out of the table the hook returns is deleted, with its events)."""
+        new = pd.Index(arrived.unique(), name=self._key).difference(keys.index)
+        if not len(new):
+            return keys
+        fresh = pd.DataFrame({name: np.full(len(new), value)
+                              for name, value in self._fresh_key.items()}, index=new)
+        return pd.concat([keys, fresh.astype(keys.dtypes.to_dict())]).sort_index()
+
+    def _events_from(self, history: pd.DataFrame, horizon_ms: int) -> Events:
+        """``history`` as events (a copy: decided flags are set in it), in the order
+        ``update`` computed when the layer handed its history back as it was."""
+        updated, self._updated = self._updated, None
+        if updated is None or not updated.holds(history):
+            return Events.of(history, self._key, self.keeps.tie_break, horizon_ms)
+        return updated.over(history.copy())
+
+    def _reaches(self, params: Any) -> list[Reach]:
+        return [rule.reach(params) for rule in self.rules]
+
+    def _horizon_ms(self, params: Any) -> int:
+        """How far behind the watermark every decided event is kept: the widest rule
+        window, and the allowed lateness (a repeat delivery can come that late)."""
+        return max([self.lateness_ms, *(r.ms for r in self._reaches(params) if r.events is None)])
+
+    def _kept(self, events: Events, watermark: int, horizon_ms: int, params: Any) -> np.ndarray:
+        """Events to keep: undecided ones, those within the horizon, and per key the last
+        ``r.events`` decided ones within ``r.ms`` for each rule reach that counts events.
+        Rows are sorted by key and event time, every decided event is at or behind the
+        watermark and every undecided one ahead of it, so a key's decided events come
+        first: the last of them is where its undecided ones start."""
+        decided = events.column(DECIDED, bool)
+        keep = ~decided | (events.event_ms > watermark - horizon_ms)
+        counted = [r for r in self._reaches(params) if r.events is not None]
+        if not counted or not len(events.key):
+            return keep
+        per_key = np.bincount(events.key, weights=decided,
+                              minlength=events.key.max() + 1).astype(np.int64)
+        key_start = np.searchsorted(events.key, np.arange(len(per_key)), side="left")
+        from_last = key_start[events.key] + per_key[events.key] - 1 - np.arange(len(events.key))
+        for reach in counted:
+            keep |= (from_last < reach.events) & (events.event_ms > watermark - reach.ms)
+        return keep
+
+    def _next_undecided(self, entries: pd.DataFrame, undecided: np.ndarray) -> pd.Series:
+        """Per key, its earliest undecided event: when the key must be woken."""
+        return entries[undecided].groupby(self._key, sort=False)[EVENT_MS].min()
+
+
+def _joined(outputs: list[pd.DataFrame | None]) -> pd.DataFrame | None:
+    frames = [o for o in outputs if o is not None and len(o)]
+    return pd.concat(frames, ignore_index=True) if frames else None
