@@ -19,9 +19,11 @@ from shared.settings import REPO_ROOT
 from shared.testing.scratch import scratch_copy
 
 FILES = ["apps/payments/README.md", "apps/payments/__init__.py", "apps/payments/app.py",
+         "apps/payments/entities.py",
          "apps/payments/generator.py", "apps/payments/oracle.py",
          "apps/payments/oracle_check.py",
-         "apps/payments/processor.py", "apps/payments/quality.py",
+         "apps/payments/quality.py", "apps/payments/rules/__init__.py",
+         "apps/payments/rules/running_total.py",
          "apps/payments/settings.py", "apps/payments/topics.py",
          "tests/apps/payments/test_payments_app.py",
          "tests/apps/payments/test_payments_oracle.py"]

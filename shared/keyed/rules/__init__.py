@@ -7,8 +7,8 @@ from shared.keyed.rules.events import EVENT_MS, Events, ends_run, starts_run, su
 from shared.keyed.rules.keeps import DECIDED, Keeps
 from shared.keyed.rules.params import PARAM_CONTROL, overridden
 from shared.keyed.rules.processor import RulesProcessor
-from shared.keyed.rules.rule import ARRIVAL, FINAL, Field, KeyRule, Reach, Rule, Step
+from shared.keyed.rules.rule import ARRIVAL, FINAL, Field, KeyEvents, KeyRule, Reach, Rule, Step
 
 __all__ = ["ARRIVAL", "DECIDED", "EVENT_MS", "FINAL", "PARAM_CONTROL", "Events", "Field",
-           "KeyRule", "Keeps", "Reach", "Rule", "RulesProcessor", "Step", "ends_run",
+           "KeyEvents", "KeyRule", "Keeps", "Reach", "Rule", "RulesProcessor", "Step", "ends_run",
            "overridden", "starts_run", "sum_before"]

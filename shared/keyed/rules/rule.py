@@ -8,8 +8,9 @@ watermark has passed, in event-time order, so that no earlier event can still co
 Two ways to write one:
 
 - :class:`KeyRule`, the simple way: ``on_key(key, events, state, params)`` gets one key's
-  events (sorted, as a DataFrame) and its fields (a dict to update) and returns output
-  rows, as a Flink ``KeyedProcessFunction`` would. One Python call per key and batch.
+  events (in event-time order, as columns: :class:`KeyEvents`) and its fields (a dict to
+  update) and returns output rows, as a Flink ``KeyedProcessFunction`` would. One Python
+  call per key and batch.
 - :class:`Rule`, the vectorised way for hot paths: ``apply(step)`` gets every key of the
   call at once as an :class:`~shared.keyed.rules.events.Events` array with window helpers.
 
@@ -18,6 +19,9 @@ docs/new-app.md says when the second pays (a measured figure).
 
 from __future__ import annotations
 
+import functools
+from collections import namedtuple
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -25,7 +29,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from shared.keyed.rules.events import Events
+from shared.keyed.rules.events import Events, starts_run
 
 ARRIVAL: Literal["arrival"] = "arrival"
 FINAL: Literal["final"] = "final"
@@ -97,24 +101,115 @@ class Rule:
 
 
 class KeyRule(Rule):
-    """Subclass for the simple form: write :meth:`on_key` for one key at a time."""
+    """Subclass for the simple form: write :meth:`on_key` for one key at a time.
 
-    def on_key(self, key: Any, events: pd.DataFrame, state: dict[str, Any], params: Any
+    ``events`` (a :class:`KeyEvents`) holds one key's events in event-time order: on
+    arrival the key's kept events, earlier and new; when final, those the watermark made
+    final now (``decided`` False), after the key's events decided in earlier calls that
+    fall within the rule's :meth:`reach` of the first of them (``decided`` True: read
+    them, do not judge them again). ``state`` holds the key's ``key_fields`` as a dict
+    of Python values; change it in place. An event field is kept by assigning its whole
+    column: ``events["alerted"] = flags``."""
+
+    def on_key(self, key: Any, events: KeyEvents, state: dict[str, Any], params: Any
                ) -> list[dict[str, Any]]:
-        """Output rows for one key's ``events`` (in event-time order; on arrival the
-        key's kept and new events, when final those made final now). ``state`` holds the
-        key's fields; change it in place."""
+        """Output rows (dicts of column values) for one key's ``events``."""
         raise NotImplementedError
 
     def apply(self, step: Step) -> pd.DataFrame | None:
+        given = self._given(step)
+        if not len(given):
+            return None
+        bounds = [*np.flatnonzero(starts_run(step.events.key[given])).tolist(), len(given)]
+        columns = {name: step.events.rows[name].to_numpy()[given]
+                   for name in step.events.rows.columns}
+        key_rows = step.key_rows(given[bounds[:-1]])
         names = [f.name for f in self.key_fields]
-        events = step.events.rows.iloc[step.at]
-        key_column = step.keys.index.name
+        states = {n: step.keys[n].to_numpy()[key_rows].tolist() for n in names}
+        keys = step.keys.index[key_rows].tolist()
+        fields = {f.name: columns[f.name].copy() for f in self.event_fields}
         outputs: list[dict[str, Any]] = []
-        for key, key_events in events.groupby(key_column, sort=False):
-            row = step.keys.index.get_loc(key)
-            state = {n: step.keys[n].iat[row] for n in names}
-            outputs += self.on_key(key, key_events, state, step.params)
-            for name in names:
-                step.keys.iat[row, step.keys.columns.get_loc(name)] = state[name]
-        return pd.DataFrame(outputs) if outputs else None
+        for i, (start, end) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            state = {n: states[n][i] for n in names}
+            events = KeyEvents(columns, start, end, fields)
+            outputs += self.on_key(keys[i], events, state, step.params)
+            for n in names:
+                states[n][i] = state[n]
+        for n in names:
+            step.set_keys(n, key_rows, np.asarray(states[n], dtype=step.keys[n].dtype))
+        for name, values in fields.items():
+            step.mark(name, given, values)
+        return _frame(outputs)
+
+    def _given(self, step: Step) -> np.ndarray:
+        """The rows ``on_key`` gets (ascending): ``step.at`` and, when final, each key's
+        decided rows within reach before its first row of ``step.at``."""
+        if self.when != FINAL or not len(step.at):
+            return step.at
+        reach, events = self.reach(step.params), step.events
+        first = step.at[starts_run(events.key[step.at])]
+        starts = np.minimum(events.window(first, reach.ms)[0], first)
+        if reach.events is not None:
+            starts = np.maximum(starts, first - reach.events)
+        inside = np.zeros(len(events.key) + 1, dtype=np.int64)
+        np.add.at(inside, starts, 1)
+        np.add.at(inside, first, -1)
+        given = np.cumsum(inside)[:-1] > 0
+        given[step.at] = True
+        return np.flatnonzero(given)
+
+
+class KeyEvents:
+    """One key's events for :meth:`KeyRule.on_key`, in event-time order, over arrays
+    taken once per call (a pandas frame per key would cost more than most rules):
+    ``events["cents"]`` is a column (a numpy array), ``len(events)`` their number,
+    ``for e in events`` each event with its columns as attributes (``e.cents``),
+    :meth:`frame` the events as a DataFrame."""
+
+    __slots__ = ("_columns", "_start", "_end", "_fields")
+
+    def __init__(self, columns: dict[str, np.ndarray], start: int, end: int,
+                 fields: dict[str, np.ndarray]) -> None:
+        self._columns, self._start, self._end, self._fields = columns, start, end, fields
+
+    def __len__(self) -> int:
+        return self._end - self._start
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        column = self._fields[name] if name in self._fields else self._columns[name]
+        return column[self._start:self._end]
+
+    def __setitem__(self, name: str, values: Any) -> None:
+        if name not in self._fields:
+            raise KeyError(f"{name!r} is not one of the rule's event_fields: only those are kept")
+        self._fields[name][self._start:self._end] = values
+
+    def __iter__(self) -> Iterator[Any]:
+        names = list(self._columns)
+        event = _event_type(tuple(names))
+        return map(event._make, zip(*(self[n].tolist() for n in names), strict=True))
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({name: self[name] for name in self._columns})
+
+
+@functools.lru_cache(maxsize=64)
+def _event_type(names: tuple[str, ...]) -> type:
+    return namedtuple("Event", names, rename=True)  # type: ignore[misc]  # noqa: PYI024
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame | None:
+    """Output rows as a frame. Integer columns are nullable (``Int64``): rows without
+    one (another route's, another rule's) leave it null where pandas would make the
+    column float, and a topic would get ``3.0`` for ``3``."""
+    if not rows:
+        return None
+    names = dict.fromkeys(name for row in rows for name in row)
+    columns: dict[str, Any] = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        present = [v for v in values if v is not None]
+        integers = bool(present) and all(
+            isinstance(v, int | np.integer) and not isinstance(v, bool) for v in present)
+        columns[name] = pd.array(values, dtype="Int64") if integers else values
+    return pd.DataFrame(columns)
