@@ -109,7 +109,10 @@ class KeyRule(Rule):
     fall within the rule's :meth:`reach` of the first of them (``decided`` True: read
     them, do not judge them again). ``state`` holds the key's ``key_fields`` as a dict
     of Python values; change it in place. An event field is kept by assigning its whole
-    column: ``events["alerted"] = flags``."""
+    column: ``events["alerted"] = flags``. ``self.now_ms``: the batch's processing time
+    (for a "detected at" column), set before each call's ``on_key``."""
+
+    now_ms: int = -1
 
     def on_key(self, key: Any, events: KeyEvents, state: dict[str, Any], params: Any
                ) -> list[dict[str, Any]]:
@@ -129,6 +132,7 @@ class KeyRule(Rule):
         keys = step.keys.index[key_rows].tolist()
         fields = {f.name: columns[f.name].copy() for f in self.event_fields}
         outputs: list[dict[str, Any]] = []
+        self.now_ms = step.now_ms
         for i, (start, end) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
             state = {n: states[n][i] for n in names}
             events = KeyEvents(columns, start, end, fields)
