@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from apps.fraud.settings import FraudSettings
 from shared.app.control import ControlParam
+from shared.durations import duration_ms
 from shared.keyed.bucketed import BucketContext, ControlSpec
-from shared.runtime.durations import duration_ms
 
 CONTROL = ControlSpec(
     pa.schema([("param", pa.string()), ("value", pa.float64()), ("version", pa.int64())]),

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from shared.app.commands import DemoSpec, InputGenerator
 from shared.app.control import ControlParam
 from shared.app.topics import AppTopics
-from shared.ops.topics import TopicSpec
+from shared.kafka.topics import TopicSpec
 
 if TYPE_CHECKING:
     # Only a type here: the Real-Time plan refers back to its AppDefinition.

@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
+from shared.checkpoint.damage import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
+from shared.checkpoint.lock import CheckpointInUse
 from shared.cli.parsing import CommandParser
-from shared.ops.topics import BrokerUnreachable, TooFewBrokers
-from shared.runtime import kafka_clients
-from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
-from shared.runtime.checkpoint_lock import CheckpointInUse
+from shared.kafka import kafka_clients
+from shared.kafka.kafka_clients import KafkaSecurityError
+from shared.kafka.topics import BrokerUnreachable, TooFewBrokers
 from shared.runtime.input_kept import InputLost
-from shared.runtime.kafka_clients import KafkaSecurityError
 from shared.runtime.restarts import NotRestartable, RestartsExhausted
 from shared.settings import (
     PlatformSettings,
@@ -131,7 +131,7 @@ def run_prepared(app: AppDefinition, settings, available_now: bool, prepare) -> 
 def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
                        prepare=None, figures: AppFigures | None = None) -> int:
     from shared.app.input_timestamps import provisioned_topics
-    from shared.ops.topics import provision_on
+    from shared.kafka.topics import provision_on
     from shared.runtime.runner import worker_modules
     from shared.runtime.spark import build_session, start_python_workers
     from shared.runtime.stop_signals import StopSignals
@@ -163,7 +163,7 @@ def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool,
     """Run the query until it stops cleanly or ``signals`` ask it to; restart it after a
     failure as the restart settings allow (shared/runtime/restarts.py). Returns the
     sink's figures."""
-    from shared.ops.topics import absent_topics
+    from shared.kafka.topics import absent_topics
     from shared.quality.schedule import start_quality_monitor
     from shared.runtime.restarts import RestartBudget, RestartPolicy
     from shared.runtime.runner import (
@@ -221,7 +221,7 @@ def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
 def _require_broker(settings: PlatformSettings) -> None:
     """Before a command uses Kafka: BrokerUnreachable, which main() reports, when no broker
     answers (security settings applied, so that a secured cluster can answer)."""
-    from shared.ops.topics import require_broker
+    from shared.kafka.topics import require_broker
 
     require_broker(settings)
 
@@ -261,7 +261,7 @@ def _single_broker(action: str) -> int:
     broker = LocalBroker()
     servers = broker.config.bootstrap_servers
     # Topic specs ask for 3 replicas: creating them on this one broker is refused unless
-    # allowed, on purpose (shared/ops/topics.py).
+    # allowed, on purpose (shared/kafka/topics.py).
     return _broker_action(
         action, broker, f"Kafka (KRaft) on {servers}", broker.is_running,
         lambda: f"Kafka is up on {servers}; data in {broker.home}\none broker: export "
@@ -327,7 +327,7 @@ def _prometheus_main(argv: Sequence[str]) -> int:
 
 def _topics_main(argv: Sequence[str]) -> int:
     from shared.app.input_timestamps import provisioned_topics
-    from shared.ops.topics import align_configs, provision
+    from shared.kafka.topics import align_configs, provision
 
     apps = registered_apps()
     parser = CommandParser(
@@ -368,7 +368,7 @@ def _control_main(argv: Sequence[str]) -> int:
     import time
 
     from shared.generation.producer import OutgoingRecord, json_value, send_all
-    from shared.ops.topics import provision_on
+    from shared.kafka.topics import provision_on
 
     apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
     parser = CommandParser(

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
+from shared.checkpoint.damage import DO_NOT_RESTART, OutputMismatch
 from shared.cli.checkpoint_arg import CHECKPOINT_HELP, app_checkpoint, quiet_state_reader
 from shared.cli.parsing import CommandParser
 from shared.cli.state_format import iso_ms
 from shared.keyed.bucketed.spec import BucketedSpecError
 from shared.keyed.savepoint.manifest import SavepointError
-from shared.runtime.checkpoint_check import DO_NOT_RESTART, OutputMismatch
 from shared.settings import add_arguments, from_namespace
 
 RESTORE_DESCRIPTION = (

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from shared.checkpoint.logs import has_started, read_text, write_text
 from shared.keyed.bucket_labels import balanced_labels, identity_labels
 from shared.keyed.bucketed.spec import BucketedSpecError
-from shared.runtime.checkpoint import has_started, read_text, write_text
 
 LAYOUT_FILE = "statewise-layout.json"
 _VERSION = 1

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.ops.processes import port_in_use, running_pid, stop_process
+from shared.processes import port_in_use, running_pid, stop_process
 from shared.settings import HOME
 
 BROKER_JARS = HOME / ".cache" / "jars" / "kafka-broker"
@@ -131,7 +131,7 @@ class LocalBroker:
 
     def wait_ready(self, timeout_s: float, process: subprocess.Popen | None = None) -> None:
         """Block until the broker reports itself in cluster metadata."""
-        from shared.runtime.kafka_clients import admin_client
+        from shared.kafka.kafka_clients import admin_client
 
         # log_level 0: librdkafka would print a line per refused connection while we poll.
         # The local broker is plain text: bootstrap servers, no security settings.
@@ -153,8 +153,8 @@ class LocalBroker:
         them on first use, and the first app would otherwise wait on NOT_COORDINATOR."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        from shared.runtime.kafka_clients import consumer as kafka_consumer
-        from shared.runtime.kafka_clients import transactional_producer
+        from shared.kafka.kafka_clients import consumer as kafka_consumer
+        from shared.kafka.kafka_clients import transactional_producer
 
         bootstrap = self.config.bootstrap_servers
         producer = transactional_producer(bootstrap, "statewise-broker-warmup", log_level=0)

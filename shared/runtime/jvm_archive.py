@@ -115,7 +115,7 @@ def train_broker(partial: Path) -> None:
     import tempfile
 
     from shared.ops.broker import BrokerConfig, LocalBroker
-    from shared.ops.processes import free_ports
+    from shared.processes import free_ports
 
     port, controller_port = free_ports(2)
     with tempfile.TemporaryDirectory(prefix="statewise-jvm-archive-") as home:

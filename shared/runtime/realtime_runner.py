@@ -30,11 +30,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from shared.app.definition import AppDefinition
-from shared.runtime import kafka_clients
-from shared.runtime.checkpoint import query_id
-from shared.runtime.checkpoint_lock import RunLocks, lock_run
-from shared.runtime.kafka_io import parse, read_topics
-from shared.runtime.owner_only import prepare_app_folders
+from shared.checkpoint.lock import RunLocks, lock_run
+from shared.checkpoint.logs import query_id
+from shared.checkpoint.owner_only import prepare_app_folders
+from shared.kafka import kafka_clients
+from shared.kafka.kafka_io import parse, read_topics
 from shared.runtime.runner import quality_gate
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig, names
@@ -212,7 +212,7 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
                  figures: AppFigures | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
     from shared.app.input_timestamps import provisioned_topics
-    from shared.ops.topics import provision_on
+    from shared.kafka.topics import provision_on
     from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
     from shared.runtime.stop_signals import StopSignals

@@ -22,7 +22,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from shared.app.definition import AppDefinition, Output
 from shared.app.topics import AppTopics, dead_letter_topic, late_topic
-from shared.ops.topics import RecordSchema, TopicSpec
+from shared.kafka.topics import RecordSchema, TopicSpec
 from shared.settings import PlatformSettings, setting
 from shared.testing.canary_generator import CANARY_GENERATOR
 

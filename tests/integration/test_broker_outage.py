@@ -24,10 +24,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import provision
 from shared.ops.broker import BrokerConfig, LocalBroker
-from shared.ops.processes import free_ports, running_pid
-from shared.ops.topics import provision
-from shared.runtime.kafka_clients import admin_client
+from shared.processes import free_ports, running_pid
 from shared.testing.canary import CANARY_TOPICS, expected_outputs
 from shared.testing.canary_runs import (
     canary_inputs,

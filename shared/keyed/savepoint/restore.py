@@ -18,6 +18,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from shared.checkpoint.logs import has_started, read_text, write_text
 from shared.keyed.bucketed.apply import named_bucket
 from shared.keyed.bucketed.portable import initial_values, pack
 from shared.keyed.bucketed.spark import Restored
@@ -26,7 +27,6 @@ from shared.keyed.bucketed.store import LAYOUT
 from shared.keyed.bucketed.tables import control_to_state
 from shared.keyed.savepoint.manifest import MANIFEST_FILE, Manifest, SavepointError
 from shared.keyed.savepoint.output_check import check_restore_output
-from shared.runtime.checkpoint import has_started, read_text, write_text
 
 RESTORE_FILE = "statewise-restore.json"
 _PACKED_TYPES = {"keys_ipc": pa.binary(), "history_ipc": pa.binary()}
