@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.processes import port_in_use, running_pid, stop_process
+from shared.runtime.jvm_archive import BROKER_JARS, broker_java_options
 from shared.settings import HOME
 
-BROKER_JARS = HOME / ".cache" / "jars" / "kafka-broker"
 DEFAULT_HOME = HOME / "var" / "kafka"
 
 
@@ -177,7 +177,6 @@ class LocalBroker:
     def _java(self) -> list[str]:
         if not any(BROKER_JARS.glob("*.jar")):
             raise BrokerError(f"no broker jars in {BROKER_JARS}: run scripts/bootstrap")
-        from shared.runtime.jvm_archive import broker_java_options
 
         log4j = Path(__file__).resolve().with_name("kafka-log4j2.yaml")  # package data
         # A training run (java_options) writes the archive: it must not map one as well.
