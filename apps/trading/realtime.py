@@ -35,9 +35,9 @@ from apps.trading.exact import EXTRA_DIGITS
 from apps.trading.reference import DAY_MS, Instruments
 from apps.trading.settings import TradingSettings, minutes_of_day, seconds_list
 from apps.trading.topics import TRADING
+from shared.app.definition import RealtimeApp
 from shared.kafka.kafka_io import DECODE_REASON, EVENT_TIME, SOURCE, dead_letter_envelopes
 from shared.kafka.topics import RecordSchema
-from shared.runtime.realtime_runner import RealtimeApp
 
 REASON, STAGE = "_reason", "_stage"
 UNITS, SCALE, ORDER_US = "_units", "_scale", "_order_us"

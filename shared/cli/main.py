@@ -53,8 +53,8 @@ from shared.settings import (
 )
 
 if TYPE_CHECKING:
+    from shared.app.definition import RealtimeApp
     from shared.runtime.prometheus import AppFigures
-    from shared.runtime.realtime_runner import RealtimeApp
     from shared.runtime.stop_signals import StopSignals
 
 log = logging.getLogger("statewise")

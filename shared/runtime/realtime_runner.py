@@ -22,14 +22,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from shared.app.definition import AppDefinition
+from shared.app.definition import AppDefinition, RealtimeApp
 from shared.checkpoint.lock import RunLocks, lock_run
 from shared.checkpoint.logs import query_id
 from shared.checkpoint.owner_only import prepare_app_folders
@@ -52,20 +51,6 @@ REALTIME_SESSION_CONF = {"spark.sql.streaming.stateStore.checkpointFormatVersion
 # long before sending it (default 50 ms, per shuffle): at a few thousand records per
 # second that wait, not the work, was most of the latency (measured: p50 526 -> 112 ms).
 REALTIME_CONTEXT_CONF = {"spark.shuffle.streaming.networkBufferMaxWaitTimeMs": "2"}
-
-
-@dataclass(frozen=True)
-class RealtimeApp:
-    """An app's Real-Time Mode plan, over its decoded input (``kafka_io.parse`` rows)."""
-
-    app: AppDefinition  # topics, settings type and quality suite of the micro-batch app
-    # (session, decoded rows, settings, quality gate or None) -> Kafka sink rows
-    outputs: Callable[[SparkSession, DataFrame, Any, Any], DataFrame]
-    # (session, decoded rows, settings, quality gate or None) -> dead-letter envelopes
-    dead_letters: Callable[[SparkSession, DataFrame, Any, Any], DataFrame]
-    checkpoint_interval: Callable[[Any], str]  # the realTime trigger's duration
-    state_partitions: Callable[[Any], int]
-    stateful_stages: int = 1  # shuffled stateful operators (each holds its partitions)
 
 
 def realtime_app(app: AppDefinition) -> RealtimeApp | None:

@@ -30,6 +30,7 @@ from shared.fault_plan import FaultPlan
 from shared.kafka.kafka_clients import connection
 from shared.kafka.kafka_io import EVENT_TIME, SOURCE, read_topics
 from shared.keyed.savepoint.restore import RestoreInput, restored_from
+from shared.keyed.state_layout import app_bucket_labels
 from shared.runtime.input_kept import check_input_kept
 from shared.runtime.input_topics import check_input_topics
 from shared.runtime.pipeline import LATE_EVENT_TIME, assemble
@@ -138,18 +139,6 @@ class RunningApp:
         if self.writer.sink is not None:
             self.writer.sink.close()
         self.locks.release()
-
-
-def bucket_labels(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
-                  checkpoint: str) -> tuple[int, ...] | None:
-    """The keyed operator's bucket names for this checkpoint (recorded in it on its first
-    start), or None for an app without one."""
-    if app.keyed is None:
-        return None
-    from shared.keyed.state_layout import checkpoint_layout
-
-    return checkpoint_layout(spark, checkpoint, app.keyed.buckets(settings),
-                             settings.state_partitions).bucket_labels
 
 
 def state_watch(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
@@ -272,7 +261,7 @@ def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
                                   else restore.manifest.starting_offsets(
                                       [control.qualified(prefix)]))
     restored = restored_from(spark, checkpoint) if app.keyed is not None else None
-    labels = bucket_labels(spark, app, settings, checkpoint)
+    labels = app_bucket_labels(spark, app, settings, checkpoint)
     state = state_watch(spark, app, settings, labels, figures)
     envelopes = assemble(raw, app, settings, quality_gate(app, settings), control_raw,
                          labels, restored, None if restore is None else restore.initial_state,
