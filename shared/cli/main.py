@@ -47,14 +47,11 @@ from shared.cli.run import run_main
 from shared.cli.savepoint import repartition_main, restore_main, savepoint_main
 from shared.cli.state import state_main
 from shared.kafka import kafka_clients
+from shared.kafka import topics as kafka_topics  # a module: tests replace its functions
 from shared.kafka.kafka_clients import KafkaSecurityError
 from shared.kafka.topics import (
     BrokerUnreachable,
     TooFewBrokers,
-    align_configs,
-    provision,
-    provision_on,
-    require_broker,
 )
 from shared.runtime.input_kept import InputLost
 from shared.runtime.restarts import NotRestartable, RestartsExhausted
@@ -177,14 +174,14 @@ def _topics_main(argv: Sequence[str]) -> int:
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(PlatformSettings, args)
-    require_broker(settings)
+    kafka_topics.require_broker(settings)
     specs = [s for name, a in apps.items() if args.app in (None, name)
              for s in provisioned_topics(a, settings)]
     admin = kafka_clients.admin_client(settings)
-    created = provision(admin, specs, settings.topic_prefix,
-                        allow_fewer_replicas=settings.allow_fewer_replicas)
-    altered = align_configs(admin, [s for s in specs if s.qualified(settings.topic_prefix)
-                                    not in created], settings.topic_prefix)
+    created = kafka_topics.provision(admin, specs, settings.topic_prefix,
+                                     allow_fewer_replicas=settings.allow_fewer_replicas)
+    existing = [s for s in specs if s.qualified(settings.topic_prefix) not in created]
+    altered = kafka_topics.align_configs(admin, existing, settings.topic_prefix)
     for spec in specs:
         name = spec.qualified(settings.topic_prefix)
         state = "created" if name in created else "altered" if name in altered else "exists "
@@ -225,9 +222,9 @@ def _control_main(argv: Sequence[str]) -> int:
     if problem := params[args.param].problem(args.value):
         parser.exit(2, f"{parser.prog}: {args.value:g} refused: {problem}\n")
     settings = from_namespace(PlatformSettings, args)
-    require_broker(settings)
+    kafka_topics.require_broker(settings)
     spec = apps[args.app].topics.control
-    provision_on(settings, [spec])
+    kafka_topics.provision_on(settings, [spec])
     version = args.version if args.version is not None else int(time.time() * 1000)
     record = {"param": args.param, "value": args.value, "version": version}
     send_all(kafka_clients.tuned_producer(settings),

@@ -14,7 +14,7 @@ from pathlib import Path
 from shared.cli.new_app import create_app
 from shared.settings import REPO_ROOT
 
-FACTORY = REPO_ROOT / "shared" / "runtime" / "kafka_clients.py"
+FACTORY = REPO_ROOT / "shared" / "kafka" / "kafka_clients.py"
 CLIENT_CLASSES = {"AdminClient", "Producer", "Consumer", "SerializingProducer",
                   "DeserializingConsumer"}
 CONNECTION_KEYS = {"bootstrap.servers", "kafka.bootstrap.servers"}
