@@ -25,6 +25,7 @@ demo: setup  ## live demo: local Kafka, a producer, an app's results as they arr
 
 test: setup  ## lint, then every test (unit, then integration on a real broker and Spark)
 	@$(VENV)/ruff check .
+	@$(VENV)/lint-imports --no-cache
 	@$(VENV)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: setup  ## unit tests only: no Kafka, no JVM
@@ -36,8 +37,9 @@ test-integration: setup  ## integration and recovery tests only
 test-slow: setup  ## the slow tests only (minutes each, not in CI): each app on a Spark and Kafka cluster under faults
 	@$(VENV)/pytest --slow -m slow $(PYTEST_ARGS)
 
-lint: setup  ## ruff
+lint: setup  ## ruff, then the import layering of shared/ (import-linter, pyproject.toml)
 	@$(VENV)/ruff check .
+	@$(VENV)/lint-imports --no-cache
 
 lock: setup  ## re-pin requirements.lock (and the runtime, image and executors' locks) from pyproject.toml's ranges, with hashes
 	@python3.11 -m venv /tmp/statewise-lock && /tmp/statewise-lock/bin/pip install -q pip-tools \

@@ -43,8 +43,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import LongType, StructField, StructType
 
 from bench.stack import WORK, machine, private_broker
-from shared.ops.topics import TopicSpec, provision
-from shared.runtime.kafka_clients import admin_client, producer
+from shared.kafka.kafka_clients import admin_client, producer
+from shared.kafka.topics import TopicSpec, provision
 from shared.runtime.spark import build_session
 from shared.settings import PlatformSettings, from_env
 

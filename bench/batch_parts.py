@@ -42,7 +42,7 @@ from bench.operator_floor import python_operator_floor
 from bench.pipeline import AppBench, bench_settings, bench_topic, drain, preload, without_operator
 from bench.stack import WORK, bare_pipeline, machine, private_broker, run_to_end
 from shared.app.definition import AppDefinition
-from shared.runtime.kafka_io import read_topics
+from shared.kafka.kafka_io import read_topics
 from shared.runtime.pipeline import assemble
 from shared.runtime.runner import control_records, quality_gate, worker_modules
 from shared.runtime.spark import build_session

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from bench.peers.cases import _fraud_pyflink_args, _fraud_quix_args
 from bench.peers.venvs import PYFLINK, QUIX, ensure, flink_kafka_jar
 from bench.stack import REPO
-from shared.runtime.kafka_clients import consumer as kafka_consumer
+from shared.kafka.kafka_clients import consumer as kafka_consumer
 from shared.runtime.runner import start
 
 

@@ -49,8 +49,8 @@ from bench.pipeline import RESULTS, _started_ms, bench_settings
 from bench.pressure import WindowMeter
 from bench.stack import WORK, machine, private_broker
 from bench.steadiness import Search, growth, holds, percentiles, sustainable_rate, verdict
-from shared.ops.topics import provision
-from shared.runtime.kafka_clients import admin_client
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import provision
 
 NAME = "fixed_rate"
 EVENT_RATE = 500  # events/s of event time: the fraud benches' density (bench/fraud_pipeline)

@@ -1,4 +1,4 @@
-"""Encoding an output batch to JSON in Python: ``shared.runtime.json_encode.json_objects`` (column
+"""Encoding an output batch to JSON in Python: ``shared.kafka.json_encode.json_objects`` (column
 by column: one orjson call per column, one Arrow join) against ``orjson.dumps`` per row over
 ``frame.to_dict("records")``, on the same seeded frame, in one process, the methods
 interleaved ``--repeats`` times: wall and CPU seconds of every call are kept, rates and
@@ -26,7 +26,7 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
-from shared.runtime.json_encode import json_objects
+from shared.kafka.json_encode import json_objects
 from shared.settings import REPO_ROOT
 
 RESULTS = REPO_ROOT / "bench" / "results"

@@ -23,8 +23,8 @@ from datetime import timedelta
 import numpy as np
 import orjson
 
-from shared.runtime.durations import duration_ms
-from shared.runtime.kafka_clients import consumer as kafka_consumer
+from shared.durations import duration_ms
+from shared.kafka.kafka_clients import consumer as kafka_consumer
 
 
 def stats(values: list[float]) -> dict:

@@ -12,7 +12,7 @@ import time
 
 import orjson
 
-from shared.runtime.kafka_clients import consumer as kafka_consumer
+from shared.kafka.kafka_clients import consumer as kafka_consumer
 
 
 def collect(bootstrap: str, topic: str, out: str, seconds: float) -> None:

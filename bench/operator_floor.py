@@ -20,9 +20,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StatefulProcessor, StreamingQuery
 from pyspark.sql.types import LongType, StructField, StructType
 
+from shared.kafka.kafka_io import parse, read_topics
+from shared.kafka.topics import TopicSpec
 from shared.keyed.bucketed.apply import bucket_of
-from shared.ops.topics import TopicSpec
-from shared.runtime.kafka_io import parse, read_topics
 from shared.settings import PlatformSettings
 
 _GROUP = "floor_bucket"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from shared.app.commands import RunOptions
 from shared.app.loader import registered_apps
-from shared.runtime.kafka_clients import tuned_producer
+from shared.kafka.kafka_clients import tuned_producer
 
 TICK_S = 0.01  # one produce burst per 10 ms: at 20k/s, 200 records a tick
 AHEAD_S = 1.0  # records encoded ahead of the schedule

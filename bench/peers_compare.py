@@ -39,8 +39,8 @@ from bench.peers.spark_timing import in_sequence, timed_progress, timed_query
 from bench.peers.table import markdown
 from bench.pipeline import RESULTS, bench_settings, drain, preload
 from bench.stack import WORK, bare_pipeline, machine, private_broker, raw_read_rate, topic_end
-from shared.ops.topics import provision
-from shared.runtime.kafka_clients import admin_client
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import provision
 from shared.runtime.spark import build_session
 
 NATIVE_PREFIX, QUIX_PREFIX, FLINK_PREFIX = "bench.native.", "bench.quix.", "bench.flink."

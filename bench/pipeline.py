@@ -49,9 +49,9 @@ from bench.stack import (
     topic_end,
 )
 from shared.app.definition import AppDefinition, Output
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import TopicSpec, provision
 from shared.keyed.bucketed import BucketedProcessor, BucketUpdate
-from shared.ops.topics import TopicSpec, provision
-from shared.runtime.kafka_clients import admin_client
 from shared.runtime.runner import start, worker_modules
 from shared.runtime.spark import build_session
 

@@ -19,11 +19,11 @@ from confluent_kafka import TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from shared.kafka.kafka_clients import consumer as kafka_consumer
+from shared.kafka.kafka_io import parse, read_topics
+from shared.kafka.topics import TopicSpec
 from shared.ops.broker import BrokerConfig, LocalBroker
-from shared.ops.processes import free_ports
-from shared.ops.topics import TopicSpec
-from shared.runtime.kafka_clients import consumer as kafka_consumer
-from shared.runtime.kafka_io import parse, read_topics
+from shared.processes import free_ports
 from shared.settings import PlatformSettings, to_environment
 
 REPO = Path(__file__).resolve().parents[1]

@@ -34,7 +34,7 @@ import numpy as np
 from shared.app.commands import RunOptions
 from shared.app.loader import registered_apps
 from shared.generation.producer import OutgoingRecord, SendReport, send_all
-from shared.runtime.kafka_clients import tuned_producer
+from shared.kafka.kafka_clients import tuned_producer
 
 MAX_INSTRUMENTS = 26 ** 4  # apps/trading/reference.py: four-letter symbols
 # Trading's whole day is in session, so that event time anywhere is traded.

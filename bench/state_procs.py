@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from shared.ops.processes import alive, send_signal
+from shared.processes import alive, send_signal
 
 PROCESS_KINDS = ("driver_python", "driver_jvm", "python_workers")
 

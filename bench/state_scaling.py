@@ -54,8 +54,8 @@ from bench.state_progress import (
 from bench.state_reader import disk_usage
 from bench.state_table import markdown_table, where_time_goes
 from shared.app.definition import AppDefinition
-from shared.ops.topics import provision
-from shared.runtime.kafka_clients import admin_client
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import provision
 from shared.runtime.metrics import metrics_path
 from shared.testing.canary_runs import settings_env
 

@@ -35,8 +35,8 @@ from apps.trading.settings import TradingSettings
 from apps.trading.topics import TRADING
 from bench import stack
 from bench.latency import stats
-from shared.ops.topics import provision
-from shared.runtime.kafka_clients import admin_client
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import provision
 from shared.runtime.realtime_runner import (
     realtime_spark,
     required_task_slots,
@@ -190,7 +190,7 @@ def by_second(seen_ms: list[int], latency: list[float], start_ms: int) -> list[l
 def collect(bootstrap: str, topic: str, out: str, seconds: float) -> None:
     """Stamp each bar update when it becomes visible; keep only the latencies (a bar
     update per trade and interval is too many records to write out)."""
-    from shared.runtime.kafka_clients import consumer as kafka_consumer
+    from shared.kafka.kafka_clients import consumer as kafka_consumer
 
     consumer = kafka_consumer(bootstrap, **{
         "group.id": f"bench-rt-{time.time()}",

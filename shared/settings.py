@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from shared.runtime.durations import InUnit, SparkDuration, unit_of
+from shared.durations import InUnit, SparkDuration, unit_of
 
 # The folder holding the ``shared`` and ``apps`` packages: a clone's root, or
 # site-packages when installed from the wheel. Source files only: nothing is written here.
@@ -330,7 +330,7 @@ class PlatformSettings:
         "seconds between full great-expectations validations of a sample (0 = off)",
         convert=AtLeastNumber(0))
     # Kafka security: every client (admin, producers, consumers, Spark's source and sink)
-    # gets these, translated for its family by shared/runtime/kafka_clients.py.
+    # gets these, translated for its family by shared/kafka/kafka_clients.py.
     kafka_security: str = setting(
         "", "STATEWISE_KAFKA_CLIENT_CONFIG",
         "path to a Kafka client properties file (security settings such as "
@@ -447,7 +447,7 @@ def _from_environment(variable: str, convert: Any, environ: Mapping[str, str],
             from None
 
 
-# What --help adds to a duration setting's text (shared/runtime/durations.py).
+# What --help adds to a duration setting's text (shared/durations.py).
 _DURATION_HINT = {SparkDuration: " (a duration: 500ms, 30s, 5min, 2h)",
                   InUnit: " (a bare number in the unit its name ends with, or a duration: "
                           "30s, 5min, 2h)"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.app.control import ControlParam
-from shared.runtime.durations import SparkDuration, duration_ms
+from shared.durations import SparkDuration, duration_ms
 from shared.settings import AtLeast, AtLeastNumber, PlatformSettings, setting
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.runtime.durations import SparkDuration
+from shared.durations import SparkDuration
 from shared.settings import AtLeast, AtLeastNumber, Checked, PlatformSettings, setting
 
 

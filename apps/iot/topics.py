@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyspark.sql.types import ArrayType, DoubleType, LongType, StringType
 
 from shared.app.topics import PARAM_CONTROL, AppTopics, dead_letter_topic, late_topic
-from shared.ops.topics import RecordSchema, TopicSpec, nullable_struct
+from shared.kafka.topics import RecordSchema, TopicSpec, nullable_struct
 
 SENSOR_READING = RecordSchema(
     name="sensor_reading",

@@ -26,7 +26,7 @@ from apps.trading.topics import TRADING
 from shared.app.definition import AppDefinition, KeyedOperator
 
 if TYPE_CHECKING:
-    from shared.runtime.realtime_runner import RealtimeApp
+    from shared.app.definition import RealtimeApp
 
 
 def processor(settings: TradingSettings) -> TradingProcessor:

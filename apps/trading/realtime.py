@@ -1,7 +1,7 @@
 """Native OHLCV bars for Spark's Real-Time Mode: the part of the trading app that a native
 windowed aggregation can compute (apps/trading/README.md, "Real-Time Mode").
 
-Pure builders over decoded records (``shared.runtime.kafka_io.parse``); no readStream or
+Pure builders over decoded records (``shared.kafka.kafka_io.parse``); no readStream or
 writeStream here (shared/runtime/realtime_runner.py wires Kafka in and out):
 
 - :func:`checked`: each record with its instrument's scale (a broadcast join with the
@@ -35,9 +35,9 @@ from apps.trading.exact import EXTRA_DIGITS
 from apps.trading.reference import DAY_MS, Instruments
 from apps.trading.settings import TradingSettings, minutes_of_day, seconds_list
 from apps.trading.topics import TRADING
-from shared.ops.topics import RecordSchema
-from shared.runtime.kafka_io import DECODE_REASON, EVENT_TIME, SOURCE, dead_letter_envelopes
-from shared.runtime.realtime_runner import RealtimeApp
+from shared.app.definition import RealtimeApp
+from shared.kafka.kafka_io import DECODE_REASON, EVENT_TIME, SOURCE, dead_letter_envelopes
+from shared.kafka.topics import RecordSchema
 
 REASON, STAGE = "_reason", "_stage"
 UNITS, SCALE, ORDER_US = "_units", "_scale", "_order_us"

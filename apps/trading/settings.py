@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from shared.runtime.durations import SparkDuration
+from shared.durations import SparkDuration
 from shared.settings import AtLeast, Checked, PlatformSettings, setting
 
 

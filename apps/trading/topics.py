@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from shared.app.topics import AppTopics, dead_letter_topic, late_topic
-from shared.ops.topics import RecordSchema, TopicSpec, nullable_struct
+from shared.kafka.topics import RecordSchema, TopicSpec, nullable_struct
 
 TRADE = RecordSchema(
     name="trade",

@@ -17,7 +17,7 @@ from bench.fraud_pipeline import BENCH as FRAUD_BENCH
 from bench.iot_pipeline import BENCH as IOT_BENCH
 from bench.peers.spark_native import fraud_velocity, iot_rolling
 from bench.pipeline import AppBench
-from shared.ops.topics import TopicSpec
+from shared.kafka.topics import TopicSpec
 
 Classified = tuple[str | None, Hashable | None]  # (label, identity), see outputs.tally
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from shared.runtime.kafka_clients import consumer as kafka_consumer
+from shared.kafka.kafka_clients import consumer as kafka_consumer
 
 # (key bytes, parsed JSON value) -> (label to count under or None to skip, identity or None)
 Classify = Callable[[bytes | None, dict], tuple[str | None, Hashable | None]]

@@ -35,7 +35,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from bench.peers.venvs import QUIX, ensure
 from bench.stack import REPO
-from shared.runtime.kafka_clients import consumer as kafka_consumer
+from shared.kafka.kafka_clients import consumer as kafka_consumer
 
 POLL_S = 0.2
 

@@ -1,7 +1,7 @@
 """The same two pieces of logic with Spark's native operators only (no Python state):
 the peer an app would be if it gave up its keyed Python processors.
 
-Both read Kafka exactly as bench/stack.bare_pipeline does (shared/runtime/kafka_io.read_topics,
+Both read Kafka exactly as bench/stack.bare_pipeline does (shared/kafka/kafka_io.read_topics,
 same settings, so the same ``maxOffsetsPerTrigger``), accept the rows our app accepts
 (decoded, passing the app's quality gate and event-time bounds: shared/runtime/runner's
 ``quality_gate``), drop duplicates within the watermark, and write JSON to Kafka with
@@ -31,8 +31,8 @@ from pyspark.sql.streaming import StreamingQuery
 from apps.fraud.settings import FraudSettings
 from apps.iot.settings import IotSettings
 from shared.app.definition import AppDefinition
-from shared.runtime.kafka_clients import spark_options
-from shared.runtime.kafka_io import DECODE_REASON, EVENT_TIME, parse, read_topics
+from shared.kafka.kafka_clients import spark_options
+from shared.kafka.kafka_io import DECODE_REASON, EVENT_TIME, parse, read_topics
 from shared.runtime.runner import quality_gate
 from shared.settings import PlatformSettings
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from shared.generation.truth import Chunk
-    from shared.ops.topics import TopicSpec
+    from shared.kafka.topics import TopicSpec
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 

@@ -20,19 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from shared.app.commands import DemoSpec, InputGenerator
 from shared.app.control import ControlParam
 from shared.app.topics import AppTopics
-from shared.ops.topics import TopicSpec
-
-if TYPE_CHECKING:
-    # Only a type here: the Real-Time plan refers back to its AppDefinition.
-    from shared.runtime.realtime_runner import RealtimeApp
+from shared.kafka.topics import TopicSpec
 
 
 @dataclass(frozen=True)
@@ -146,3 +142,18 @@ class AppDefinition:
     def input_topic(self) -> TopicSpec:
         (topic,) = self.topics.inputs  # one input per app, for now
         return topic
+
+
+@dataclass(frozen=True)
+class RealtimeApp:
+    """An app's Real-Time Mode plan, over its decoded input (``kafka_io.parse`` rows), for
+    ``statewise run APP --mode realtime`` (shared/runtime/realtime_runner.py runs it)."""
+
+    app: AppDefinition  # topics, settings type and quality suite of the micro-batch app
+    # (session, decoded rows, settings, quality gate or None) -> Kafka sink rows
+    outputs: Callable[[SparkSession, DataFrame, Any, Any], DataFrame]
+    # (session, decoded rows, settings, quality gate or None) -> dead-letter envelopes
+    dead_letters: Callable[[SparkSession, DataFrame, Any, Any], DataFrame]
+    checkpoint_interval: Callable[[Any], str]  # the realTime trigger's duration
+    state_partitions: Callable[[Any], int]
+    stateful_stages: int = 1  # shuffled stateful operators (each holds its partitions)

@@ -20,8 +20,8 @@ from datetime import timedelta
 from typing import Any
 
 from shared.app.definition import AppDefinition
-from shared.ops.topics import TopicSpec
-from shared.runtime.durations import parse_duration
+from shared.durations import parse_duration
+from shared.kafka.topics import TopicSpec
 from shared.settings import from_env
 
 TIMESTAMP_TYPE = "message.timestamp.type"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.types import DoubleType, LongType, StringType
 
-from shared.ops.topics import DAY_MS, RecordSchema, TopicSpec, nullable_struct
+from shared.kafka.topics import DAY_MS, RecordSchema, TopicSpec, nullable_struct
 
 
 @dataclass(frozen=True)

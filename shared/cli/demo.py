@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from shared.cli.demo_io import print_outputs, produce, report_progress, report_quality, say
 from shared.cli.parsing import CommandParser
-from shared.runtime import kafka_clients
+from shared.kafka import kafka_clients
 from shared.runtime.stop_signals import StopSignals
 from shared.settings import HOME, PlatformSettings, from_env
 
@@ -237,7 +237,7 @@ def _provision(apps: list[AppDefinition], kafka: kafka_clients.KafkaConnection,
     """Creates the apps' topics (their inputs bounded by the settings the demo runs each
     with, given its ``args``); returns the cluster's id."""
     from shared.app.input_timestamps import provisioned_topics
-    from shared.ops.topics import provision
+    from shared.kafka.topics import provision
 
     admin = kafka_clients.admin_client(kafka)
     for app in apps:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shared.app.commands import DemoOutput, DemoSpec, RunOptions
-from shared.runtime import kafka_clients
+from shared.kafka import kafka_clients
 
 if TYPE_CHECKING:
     from shared.app.definition import AppDefinition

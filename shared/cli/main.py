@@ -32,18 +32,28 @@ import importlib.metadata
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable, Sequence
 
-from shared.app.definition import AppDefinition
+from shared.app.input_timestamps import provisioned_topics
 from shared.app.loader import registered_apps
-from shared.cli.parsing import CommandParser
-from shared.ops.topics import BrokerUnreachable, TooFewBrokers
-from shared.runtime import kafka_clients
-from shared.runtime.checkpoint_check import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
-from shared.runtime.checkpoint_lock import CheckpointInUse
+from shared.checkpoint.damage import DO_NOT_RESTART, CheckpointDamaged, OutputMismatch
+from shared.checkpoint.lock import CheckpointInUse
+from shared.cli.new_app import new_main
+from shared.cli.parsing import CommandParser, command_parser
+from shared.cli.quality import quality_main
+from shared.cli.reference import reference_main
+from shared.cli.run import run_main
+from shared.cli.savepoint import repartition_main, restore_main, savepoint_main
+from shared.cli.state import state_main
+from shared.kafka import kafka_clients
+from shared.kafka import topics as kafka_topics  # a module: tests replace its functions
+from shared.kafka.kafka_clients import KafkaSecurityError
+from shared.kafka.topics import (
+    BrokerUnreachable,
+    TooFewBrokers,
+)
 from shared.runtime.input_kept import InputLost
-from shared.runtime.kafka_clients import KafkaSecurityError
 from shared.runtime.restarts import NotRestartable, RestartsExhausted
 from shared.settings import (
     PlatformSettings,
@@ -52,187 +62,15 @@ from shared.settings import (
     from_namespace,
 )
 
-if TYPE_CHECKING:
-    from shared.runtime.prometheus import AppFigures
-    from shared.runtime.realtime_runner import RealtimeApp
-    from shared.runtime.stop_signals import StopSignals
-
 log = logging.getLogger("statewise")
+
+# The commands that start local daemons (broker, cluster, Prometheus), write manifests,
+# generate input (produce, control, demo) or run the soak harness import their modules
+# when chosen, not here: `statewise run` imports this module, and its path never loads
+# them (tests/unit/test_import_layers.py checks it in a fresh interpreter).
 
 DISTRIBUTION = "statewise"  # pyproject.toml's [project] name: what --version looks up
 START_A_BROKER = "start a local one with 'statewise broker up' (or 'make broker-up')"
-
-
-def _setup_logging() -> None:
-    logging.basicConfig(
-        level=os.environ.get("STATEWISE_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-
-
-def run_app_main(app: AppDefinition, argv: Sequence[str]) -> int:
-    """Run one app until Ctrl-C (or, with --available-now, until caught up)."""
-    _setup_logging()
-    parser = _run_parser(app)
-    args = parser.parse_args(list(argv))
-    settings = from_namespace(app.settings_type, args)
-    realtime = _realtime_plan(parser, app, args.available_now) \
-        if args.mode == "realtime" else None
-    _require_broker(settings)
-    from shared.runtime.metrics_endpoint import MetricsEndpointError, metrics_endpoint
-
-    try:
-        # Served until the app stops, across the query's restarts (STATEWISE_METRICS_PORT).
-        with metrics_endpoint(app.name, settings) as figures:
-            if realtime is not None:
-                from shared.runtime.realtime_runner import run_realtime
-
-                return run_realtime(realtime, settings, figures=figures)
-            return _run_micro_batches(app, settings, args.available_now, figures=figures)
-    except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost) as error:
-        # A restart would meet it again.
-        log.error("%s: %s", app.name, error)
-        return DO_NOT_RESTART
-    except NotRestartable as error:  # names the app itself
-        log.error("%s", error)
-        return DO_NOT_RESTART
-    except (RestartsExhausted, MetricsEndpointError) as error:
-        log.error("%s", error)
-        return 1
-
-
-def _run_parser(app: AppDefinition) -> argparse.ArgumentParser:
-    parser = CommandParser(prog=f"statewise run {app.name}",
-                           description=app.description)
-    parser.add_argument("--available-now", action="store_true",
-                        help="process what is in Kafka now, then exit (catch-up runs, tests)")
-    parser.add_argument("--mode", choices=("micro-batch", "realtime"), default="micro-batch",
-                        help="realtime: Spark's Real-Time Mode, for apps that offer it "
-                             "(what it computes: see the app's README)")
-    add_arguments(parser, app.settings_type, os.environ)
-    return parser
-
-
-def run_prepared(app: AppDefinition, settings, available_now: bool, prepare) -> int:
-    """``statewise restore``: as ``statewise run``, with ``prepare(spark)`` giving the
-    restore's first start (shared/keyed/savepoint/restore.py)."""
-    _setup_logging()
-    _require_broker(settings)
-    from shared.runtime.metrics_endpoint import MetricsEndpointError, metrics_endpoint
-
-    try:
-        with metrics_endpoint(app.name, settings) as figures:
-            return _run_micro_batches(app, settings, available_now, prepare, figures)
-    except MetricsEndpointError as error:
-        log.error("%s", error)
-        return 1
-
-
-def _run_micro_batches(app: AppDefinition, settings, available_now: bool,
-                       prepare=None, figures: AppFigures | None = None) -> int:
-    from shared.app.input_timestamps import provisioned_topics
-    from shared.ops.topics import provision_on
-    from shared.runtime.runner import worker_modules
-    from shared.runtime.spark import build_session, start_python_workers
-    from shared.runtime.stop_signals import StopSignals
-
-    # SIGINT and SIGTERM stop the run between batches from here on, also while Spark
-    # starts and between restarts (shared/runtime/stop_signals.py).
-    with StopSignals(app.name) as signals:
-        provision_on(settings, provisioned_topics(app, settings))
-        # The Python workers start while the driver plans the query, forked from a daemon
-        # that has imported the app's modules (docs/operations.md, "Restart time").
-        spark = build_session(settings, f"statewise-{app.name}", preload=worker_modules(app))
-        signals.install()  # the SparkContext put pyspark's SIGINT handler in place
-        log.info("%s: Spark session up", app.name)
-        start_python_workers(spark)
-        _add_metrics_listener(spark, settings, figures)
-        try:
-            stats = _run_with_restarts(spark, app, settings, available_now, prepare,
-                                       figures, signals)
-        finally:
-            # Drains the listener bus first: the metrics listener gets its last events
-            # while Python still answers the JVM.
-            spark.stop()
-        log.info("%s stopped: %s", app.name, stats or "no batch written")
-        return signals.exit_code
-
-
-def _run_with_restarts(spark, app: AppDefinition, settings, available_now: bool, prepare,
-                       figures: AppFigures | None, signals: StopSignals):
-    """Run the query until it stops cleanly or ``signals`` ask it to; restart it after a
-    failure as the restart settings allow (shared/runtime/restarts.py). Returns the
-    sink's figures."""
-    from shared.ops.topics import absent_topics
-    from shared.quality.schedule import start_quality_monitor
-    from shared.runtime.restarts import RestartBudget, RestartPolicy
-    from shared.runtime.runner import (
-        after_failure,
-        checkpoint_path,
-        newest_commit,
-        run_until_stopped,
-        start,
-    )
-
-    budget = RestartBudget(RestartPolicy.of(settings))
-    restore = None if prepare is None else prepare(spark)
-    checkpoint = checkpoint_path(app, settings)
-    monitor = None
-    try:
-        while not signals.requested.is_set():
-            committed_before = newest_commit(spark, checkpoint)
-            try:
-                running = start(spark, app, settings, available_now=available_now,
-                                restore=restore, figures=figures)
-                if monitor is None and not available_now and app.quality_suite is not None:
-                    monitor = start_quality_monitor(spark, app, settings, figures)
-                log.info("%s running; checkpoint %s", app.name, settings.checkpoint_dir)
-                run_until_stopped(running, signals)
-                return running.writer.sink.stats if running.writer.sink else None
-            except (CheckpointDamaged, OutputMismatch, CheckpointInUse, InputLost):
-                raise  # a restart would meet it again
-            except Exception as failure:  # noqa: BLE001 - after_failure decides, names it
-                progressed = newest_commit(spark, checkpoint) > committed_before
-                pause = after_failure(app, settings, failure, budget, progressed,
-                                      lambda: absent_topics(settings, app.topics.all()),
-                                      figures)
-                signals.requested.wait(pause)
-                # A restored start's state is in the checkpoint once its first batch
-                # committed; before that, the restart restores again.
-                if restore is not None and newest_commit(spark, checkpoint) >= 0:
-                    restore = None
-    finally:
-        if monitor is not None:
-            monitor.stop()
-    return None  # stopped before a query ran
-
-
-def _realtime_plan(parser: argparse.ArgumentParser, app: AppDefinition,
-                   available_now: bool) -> RealtimeApp:
-    from shared.runtime.realtime_runner import realtime_app
-
-    rt = realtime_app(app)
-    if rt is None or available_now:
-        parser.error(f"{app.name} offers no Real-Time Mode" if rt is None
-                     else "--available-now is a micro-batch trigger")
-    return rt
-
-
-def _require_broker(settings: PlatformSettings) -> None:
-    """Before a command uses Kafka: BrokerUnreachable, which main() reports, when no broker
-    answers (security settings applied, so that a secured cluster can answer)."""
-    from shared.ops.topics import require_broker
-
-    require_broker(settings)
-
-
-def _add_metrics_listener(spark, settings: PlatformSettings,
-                          figures: AppFigures | None = None) -> None:
-    from shared.runtime.json_lines import Rotation
-    from shared.runtime.metrics import register_metrics_listener
-
-    register_metrics_listener(spark, settings.metrics_dir, rotation=Rotation.of(settings),
-                              figures=figures)
 
 
 def _broker_main(argv: Sequence[str]) -> int:
@@ -261,7 +99,7 @@ def _single_broker(action: str) -> int:
     broker = LocalBroker()
     servers = broker.config.bootstrap_servers
     # Topic specs ask for 3 replicas: creating them on this one broker is refused unless
-    # allowed, on purpose (shared/ops/topics.py).
+    # allowed, on purpose (shared/kafka/topics.py).
     return _broker_action(
         action, broker, f"Kafka (KRaft) on {servers}", broker.is_running,
         lambda: f"Kafka is up on {servers}; data in {broker.home}\none broker: export "
@@ -326,9 +164,6 @@ def _prometheus_main(argv: Sequence[str]) -> int:
 
 
 def _topics_main(argv: Sequence[str]) -> int:
-    from shared.app.input_timestamps import provisioned_topics
-    from shared.ops.topics import align_configs, provision
-
     apps = registered_apps()
     parser = CommandParser(
         prog="statewise topics",
@@ -339,14 +174,14 @@ def _topics_main(argv: Sequence[str]) -> int:
     add_arguments(parser, PlatformSettings, os.environ)
     args = parser.parse_args(list(argv))
     settings = from_namespace(PlatformSettings, args)
-    _require_broker(settings)
+    kafka_topics.require_broker(settings)
     specs = [s for name, a in apps.items() if args.app in (None, name)
              for s in provisioned_topics(a, settings)]
     admin = kafka_clients.admin_client(settings)
-    created = provision(admin, specs, settings.topic_prefix,
-                        allow_fewer_replicas=settings.allow_fewer_replicas)
-    altered = align_configs(admin, [s for s in specs if s.qualified(settings.topic_prefix)
-                                    not in created], settings.topic_prefix)
+    created = kafka_topics.provision(admin, specs, settings.topic_prefix,
+                                     allow_fewer_replicas=settings.allow_fewer_replicas)
+    existing = [s for s in specs if s.qualified(settings.topic_prefix) not in created]
+    altered = kafka_topics.align_configs(admin, existing, settings.topic_prefix)
     for spec in specs:
         name = spec.qualified(settings.topic_prefix)
         state = "created" if name in created else "altered" if name in altered else "exists "
@@ -365,10 +200,7 @@ def _acls_main(argv: Sequence[str]) -> int:
 def _control_main(argv: Sequence[str]) -> int:
     """``statewise control APP PARAM VALUE``: a threshold change on the app's control
     topic; the version defaults to now (ms), so a later change wins."""
-    import time
-
     from shared.generation.producer import OutgoingRecord, json_value, send_all
-    from shared.ops.topics import provision_on
 
     apps = {n: a for n, a in registered_apps().items() if a.topics.control is not None}
     parser = CommandParser(
@@ -390,9 +222,9 @@ def _control_main(argv: Sequence[str]) -> int:
     if problem := params[args.param].problem(args.value):
         parser.exit(2, f"{parser.prog}: {args.value:g} refused: {problem}\n")
     settings = from_namespace(PlatformSettings, args)
-    _require_broker(settings)
+    kafka_topics.require_broker(settings)
     spec = apps[args.app].topics.control
-    provision_on(settings, [spec])
+    kafka_topics.provision_on(settings, [spec])
     version = args.version if args.version is not None else int(time.time() * 1000)
     record = {"param": args.param, "value": args.value, "version": version}
     send_all(kafka_clients.tuned_producer(settings),
@@ -423,32 +255,22 @@ def _report_main(argv: Sequence[str]) -> int:
 
 
 def _state_main(argv: Sequence[str]) -> int:
-    from shared.cli.state import state_main
-
     return state_main(argv)
 
 
 def _quality_main(argv: Sequence[str]) -> int:
-    from shared.cli.quality import quality_main
-
     return quality_main(argv)
 
 
 def _savepoint_main(argv: Sequence[str]) -> int:
-    from shared.cli.savepoint import savepoint_main
-
     return savepoint_main(argv)
 
 
 def _restore_main(argv: Sequence[str]) -> int:
-    from shared.cli.savepoint import restore_main
-
     return restore_main(argv)
 
 
 def _repartition_main(argv: Sequence[str]) -> int:
-    from shared.cli.savepoint import repartition_main
-
     return repartition_main(argv)
 
 
@@ -477,14 +299,10 @@ def _soak_main(argv: Sequence[str]) -> int:
 
 
 def _new_main(argv: Sequence[str]) -> int:
-    from shared.cli.new_app import new_main
-
     return new_main(argv)
 
 
 def _reference_main(argv: Sequence[str]) -> int:
-    from shared.cli.reference import reference_main
-
     return reference_main(argv)
 
 
@@ -492,21 +310,6 @@ def _k8s_main(argv: Sequence[str]) -> int:
     from shared.ops.k8s.render import k8s_main
 
     return k8s_main(argv)
-
-
-def _run_main(argv: Sequence[str]) -> int:
-    """``statewise run APP [flags]``: picks the app; the app's own parser reads the flags."""
-    apps = registered_apps()
-    parser = _command_parser(
-        "statewise run", "run an app until Ctrl-C (or, with --available-now, until caught up)",
-        {name: app.description for name, app in apps.items()}, metavar="APP",
-        epilog="statewise run APP --help lists the app's settings, each with its "
-               "environment variable")
-    args, rest = parser.parse_known_args(list(argv))
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
-    return run_app_main(apps[args.command], rest)
 
 
 # name: (what it does, its main). Each main parses the rest of the command line itself.
@@ -518,7 +321,7 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "topics": ("create every app's topics (idempotent)", _topics_main),
     "acls": ("print the Kafka ACLs an app's principals need (kafka-acls.sh lines)",
              _acls_main),
-    "run": ("run an app (statewise run APP --help: its settings)", _run_main),
+    "run": ("run an app (statewise run APP --help: its settings)", run_main),
     "produce": ("send an app's seeded input stream to Kafka, with its ground truth",
                 _produce_main),
     "control": ("change an app's threshold while it runs", _control_main),
@@ -547,32 +350,6 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
 }
 
 
-def _command_parser(prog: str, description: str, commands: Mapping[str, str],
-                    metavar: str = "COMMAND", epilog: str | None = None
-                    ) -> argparse.ArgumentParser:
-    """A parser that picks a command and leaves the rest of the line to the command's own
-    parser: so ``prog COMMAND --help`` shows that command's flags only, and the settings'
-    environment variables and the apps are read only by a command that uses them."""
-    parser = CommandParser(prog=prog, description=description, epilog=epilog,
-                           formatter_class=_CommandsHelp)
-    choices = parser.add_subparsers(dest="command", metavar=metavar, title="commands")
-    for name, summary in commands.items():
-        # No flags, not even -h: parse_known_args hands everything after the name over.
-        choices.add_parser(name, help=summary, add_help=False)
-    return parser
-
-
-class _CommandsHelp(argparse.HelpFormatter):
-    """argparse measures a command's name without the indent it prints it with, so the
-    longest name got a line of its own: measured here with it."""
-
-    def _iter_indented_subactions(self, action):
-        for subaction in super()._iter_indented_subactions(action):
-            width = len(self._format_action_invocation(subaction)) + self._current_indent
-            self._action_max_length = max(self._action_max_length, width)
-            yield subaction
-
-
 def installed_version() -> str:
     try:
         return importlib.metadata.version(DISTRIBUTION)
@@ -581,7 +358,7 @@ def installed_version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _command_parser(
+    parser = command_parser(
         "statewise", "Stateful streaming apps on Spark Structured Streaming and Kafka.",
         {name: summary for name, (summary, _) in COMMANDS.items()},
         epilog="statewise COMMAND --help lists that command's flags")

@@ -125,14 +125,14 @@ def produce_main(argv: Sequence[str], clock: Clock = time.time) -> int:
 def _require_broker(settings: PlatformSettings) -> None:
     """BrokerUnreachable, which ``statewise`` reports as one line, when no broker answers
     (security settings applied, so that a secured cluster can answer)."""
-    from shared.ops.topics import require_broker
+    from shared.kafka.topics import require_broker
 
     require_broker(settings)
 
 
 def _provision(app: AppDefinition, settings: PlatformSettings) -> str:
     from shared.app.input_timestamps import provisioned_topics
-    from shared.ops.topics import provision_on
+    from shared.kafka.topics import provision_on
 
     created = provision_on(settings, provisioned_topics(app, settings))
     if created:
@@ -143,7 +143,7 @@ def _provision(app: AppDefinition, settings: PlatformSettings) -> str:
 def _produce(app: str, run: GeneratorRun, topic: str, options: RunOptions,
              args: argparse.Namespace, settings: PlatformSettings, clock: Clock) -> int:
     from shared.generation.truth import TruthFiles, take
-    from shared.runtime import kafka_clients
+    from shared.kafka import kafka_clients
 
     run_dir = args.labels_dir / f"{app}-seed{options.seed}-{options.start_time_ms}"
     truth = TruthFiles(run_dir)

@@ -16,9 +16,9 @@ from pathlib import Path
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
 from shared.cli.parsing import CommandParser
-from shared.ops.topics import TopicSpec
-from shared.runtime import kafka_io
-from shared.runtime.durations import InUnit, SparkDuration, unit_of
+from shared.durations import InUnit, SparkDuration, unit_of
+from shared.kafka import kafka_io
+from shared.kafka.topics import TopicSpec
 from shared.settings import HOME, REPO_ROOT, OneOf, PlatformSettings
 
 REFERENCE_DIR = REPO_ROOT / "docs" / "reference"

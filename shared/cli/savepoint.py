@@ -20,12 +20,17 @@ from collections.abc import Sequence
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import registered_apps
+from shared.checkpoint.damage import DO_NOT_RESTART, OutputMismatch
 from shared.cli.checkpoint_arg import CHECKPOINT_HELP, app_checkpoint, quiet_state_reader
 from shared.cli.parsing import CommandParser
+from shared.cli.run import run_prepared
 from shared.cli.state_format import iso_ms
 from shared.keyed.bucketed.spec import BucketedSpecError
 from shared.keyed.savepoint.manifest import SavepointError
-from shared.runtime.checkpoint_check import DO_NOT_RESTART, OutputMismatch
+from shared.keyed.savepoint.restore import prepare_restore
+from shared.keyed.savepoint.write import write_savepoint
+from shared.runtime.runner import checkpoint_path, start
+from shared.runtime.spark import build_session
 from shared.settings import add_arguments, from_namespace
 
 RESTORE_DESCRIPTION = (
@@ -45,7 +50,6 @@ def savepoint_main(argv: Sequence[str], spark=None) -> int:
     parser.add_argument("--batch-id", type=int, default=None,
                         help="the committed batch to save (default: the newest)")
     args, settings, checkpoint = _parse(app, parser, argv)
-    from shared.keyed.savepoint.write import write_savepoint
 
     processor = app.keyed.processor(settings)
     with _session(spark, settings, f"statewise-savepoint-{app.name}") as session:
@@ -84,18 +88,12 @@ def restore_main(argv: Sequence[str], spark=None) -> int:
     args, settings, checkpoint = _parse(app, parser, argv)
 
     def prepare(session):
-        from shared.keyed.savepoint.restore import prepare_restore
-
         return prepare_restore(session, app, settings, checkpoint, args.source,
                                args.accept_settings_change, args.reprocess)
 
     try:
         if spark is None:
-            from shared.cli.main import run_prepared
-
             return run_prepared(app, settings, args.available_now, prepare)
-        from shared.runtime.runner import start
-
         running = start(spark, app, settings, available_now=True, restore=prepare(spark))
         try:
             running.query.awaitTermination()
@@ -158,7 +156,6 @@ def _parse(app: AppDefinition, parser: argparse.ArgumentParser, argv: Sequence[s
         made = parser.prog == f"statewise restore {app.name}"
         return args, settings, args.checkpoint if made \
             else app_checkpoint(args.checkpoint, app.name)
-    from shared.runtime.runner import checkpoint_path
 
     return args, settings, checkpoint_path(app, settings)
 
@@ -171,7 +168,6 @@ class _session:
 
     def __enter__(self):
         if self.own:
-            from shared.runtime.spark import build_session
 
             self.spark = build_session(self.settings, self.name)
             quiet_state_reader(self.spark)

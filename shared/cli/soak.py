@@ -53,7 +53,7 @@ def soak_main(argv: Sequence[str]) -> int:
         # The replay reads every batch of the offset log back.
         checkpoint_retained_batches=1_000_000, quality_interval_s=0.0,
         trigger_interval="1 second", max_offsets_per_trigger=args.max_offsets)
-    from shared.ops.topics import require_broker
+    from shared.kafka.topics import require_broker
     from shared.testing.soak import soak
 
     require_broker(settings)

@@ -89,9 +89,9 @@ def state_main(argv: Sequence[str], spark=None) -> int:
 
 def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
           args: argparse.Namespace) -> dict[str, Any]:
+    from shared.checkpoint.logs import offset_log_metadata
     from shared.keyed.bucketed.read import latest_commit, read_key, read_summary
     from shared.keyed.state_layout import checkpoint_buckets
-    from shared.runtime.checkpoint import offset_log_metadata
 
     batch_id = args.batch_id if args.batch_id is not None else latest_commit(spark, checkpoint)
     if batch_id is None:

@@ -1,7 +1,7 @@
 """The Kafka side of every app's event generator: pacing and sending.
 
 Generators build :class:`OutgoingRecord` values from a seed and hand them to
-:func:`send_all` with a tuned producer (:func:`shared.runtime.kafka_clients.tuned_producer`), which
+:func:`send_all` with a tuned producer (:func:`shared.kafka.kafka_clients.tuned_producer`), which
 produces them keyed at a target rate, counts every delivery report and raises if any
 record was not delivered: nothing is lost silently.
 """

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from shared.app.definition import AppDefinition
+from shared.checkpoint.logs import has_started, read_text, write_text
 from shared.keyed.bucket_labels import balanced_labels, identity_labels
 from shared.keyed.bucketed.spec import BucketedSpecError
-from shared.runtime.checkpoint import has_started, read_text, write_text
+from shared.settings import PlatformSettings
 
 LAYOUT_FILE = "statewise-layout.json"
 _VERSION = 1
@@ -97,3 +99,13 @@ def _recorded_wins(layout: CheckpointLayout, configured: int) -> int:
 
 def _path(checkpoint: str) -> str:
     return f"{checkpoint.rstrip('/')}/{LAYOUT_FILE}"
+
+
+def app_bucket_labels(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
+                      checkpoint: str) -> tuple[int, ...] | None:
+    """The keyed operator's bucket names for this checkpoint (recorded in it on its first
+    start), or None for an app without one."""
+    if app.keyed is None:
+        return None
+    return checkpoint_layout(spark, checkpoint, app.keyed.buckets(settings),
+                             settings.state_partitions).bucket_labels

@@ -1,2 +1,3 @@
-"""Local operations: the Kafka broker, a Spark standalone cluster, detached processes,
-topic provisioning; and the Kubernetes manifests that deploy the apps elsewhere (k8s/)."""
+"""Local operations: the Kafka broker, a Spark standalone cluster, Prometheus, ACLs, the
+JVM class archives' training; and the Kubernetes manifests that deploy the apps
+elsewhere (k8s/). Never on `statewise run`'s path."""

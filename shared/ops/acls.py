@@ -30,7 +30,7 @@ from shared.sink.names import owner_prefix, realtime_owner
 
 if TYPE_CHECKING:
     from shared.app.definition import AppDefinition
-    from shared.ops.topics import TopicSpec
+    from shared.kafka.topics import TopicSpec
     from shared.settings import PlatformSettings
 
 TOPIC, GROUP, TRANSACTIONAL_ID = "TOPIC", "GROUP", "TRANSACTIONAL_ID"

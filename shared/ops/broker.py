@@ -16,10 +16,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.ops.processes import port_in_use, running_pid, stop_process
+from shared.processes import port_in_use, running_pid, stop_process
+from shared.runtime.jvm_archive import BROKER_JARS, broker_java_options
 from shared.settings import HOME
 
-BROKER_JARS = HOME / ".cache" / "jars" / "kafka-broker"
 DEFAULT_HOME = HOME / "var" / "kafka"
 
 
@@ -131,7 +131,7 @@ class LocalBroker:
 
     def wait_ready(self, timeout_s: float, process: subprocess.Popen | None = None) -> None:
         """Block until the broker reports itself in cluster metadata."""
-        from shared.runtime.kafka_clients import admin_client
+        from shared.kafka.kafka_clients import admin_client
 
         # log_level 0: librdkafka would print a line per refused connection while we poll.
         # The local broker is plain text: bootstrap servers, no security settings.
@@ -153,8 +153,8 @@ class LocalBroker:
         them on first use, and the first app would otherwise wait on NOT_COORDINATOR."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        from shared.runtime.kafka_clients import consumer as kafka_consumer
-        from shared.runtime.kafka_clients import transactional_producer
+        from shared.kafka.kafka_clients import consumer as kafka_consumer
+        from shared.kafka.kafka_clients import transactional_producer
 
         bootstrap = self.config.bootstrap_servers
         producer = transactional_producer(bootstrap, "statewise-broker-warmup", log_level=0)
@@ -177,7 +177,6 @@ class LocalBroker:
     def _java(self) -> list[str]:
         if not any(BROKER_JARS.glob("*.jar")):
             raise BrokerError(f"no broker jars in {BROKER_JARS}: run scripts/bootstrap")
-        from shared.runtime.jvm_archive import broker_java_options
 
         log4j = Path(__file__).resolve().with_name("kafka-log4j2.yaml")  # package data
         # A training run (java_options) writes the archive: it must not map one as well.

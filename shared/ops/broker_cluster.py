@@ -3,7 +3,7 @@
     statewise broker up --nodes 3      (data under var/kafka-cluster/node-N)
 
 Three nodes are the smallest cluster that keeps working with one node down: topics get
-3 replicas with min ISR 2 (their specs' defaults, shared/ops/topics.py), the internal
+3 replicas with min ISR 2 (their specs' defaults, shared/kafka/topics.py), the internal
 topics too, and the controller quorum keeps its majority. Node n listens on
 ``first_port + 2(n-1)`` for clients and the port after it for the controllers.
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.ops.broker import BrokerConfig, BrokerError, LocalBroker, new_cluster_id
-from shared.ops.processes import kill_tree, running_pid
+from shared.processes import kill_tree, running_pid
 from shared.settings import HOME
 
 DEFAULT_CLUSTER_HOME = HOME / "var" / "kafka-cluster"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pyspark
 
-from shared.ops.processes import port_in_use, running_pid, stop_process
+from shared.processes import port_in_use, running_pid, stop_process
 from shared.settings import HOME, add_arguments, from_namespace, setting
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.ops.processes import port_in_use, running_pid, send_signal, stop_process
+from shared.processes import port_in_use, running_pid, send_signal, stop_process
 from shared.settings import HOME, REPO_ROOT
 
 DEFAULT_HOME = HOME / "var" / "prometheus"

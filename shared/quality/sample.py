@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
+from shared.checkpoint.owner_only import owner_only_folder, write_owner_only
 from shared.quality.naming import describe
-from shared.runtime.owner_only import owner_only_folder, write_owner_only
 
 if TYPE_CHECKING:  # seconds to import: only the functions that validate import it
     from great_expectations.core.expectation_suite import ExpectationSuite

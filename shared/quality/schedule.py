@@ -14,8 +14,8 @@ from confluent_kafka import TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from shared.app.definition import AppDefinition
-from shared.runtime import kafka_clients
-from shared.runtime.kafka_io import INPUT_ISOLATION, SOURCE, decode
+from shared.kafka import kafka_clients
+from shared.kafka.kafka_io import INPUT_ISOLATION, SOURCE, decode
 from shared.settings import PlatformSettings
 
 SAMPLE_RECORDS = 20_000

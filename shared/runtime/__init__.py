@@ -1,2 +1,3 @@
-"""What runs an app: the pipeline, the runners, Kafka I/O and clients, the Spark session,
-checkpoints, metrics, the Python workers' daemon, the JVM class archives."""
+"""What runs an app: the pipeline, the runners, the Spark session, restarts, metrics, the
+Python workers' daemon, the JVM class archives' use. Kafka and checkpoints are layers
+below (shared.kafka, shared.checkpoint)."""

@@ -20,8 +20,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from shared.runtime.checkpoint_check import batch_ids, read_log
-from shared.runtime.checkpoint_files import CheckpointFiles
+from shared.checkpoint.damage import batch_ids, read_log
+from shared.checkpoint.files import CheckpointFiles
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def _broker_offsets(settings, topics: list[str]):
     partition), read from the broker now."""
     from confluent_kafka import TopicPartition
 
-    from shared.runtime.kafka_clients import consumer
+    from shared.kafka.kafka_clients import consumer
 
     # A group id only because the client requires one: nothing is committed.
     reader = consumer(settings, log_level=0, group_id="statewise-offsets-check")

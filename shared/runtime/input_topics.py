@@ -53,7 +53,7 @@ def check_input_topics(spark, checkpoint: str, app: str, settings, topics: list[
     """Raise :class:`InputTopicReplaced` when an input topic's id differs from the one
     recorded in ``checkpoint``; record the ids of topics not recorded yet (the first
     start, a topic added to the app, a checkpoint older than this check)."""
-    from shared.runtime.checkpoint import read_text, replace_file, write_text
+    from shared.checkpoint.logs import read_text, replace_file, write_text
 
     path = f"{checkpoint.rstrip('/')}/{TOPIC_IDS_FILE}"
     text = read_text(spark, path)
@@ -73,7 +73,7 @@ def topic_ids(settings, topics: list[str]) -> dict[str, str]:
     ``kafka-topics.sh --describe`` shows it), from the broker now."""
     from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
-    from shared.runtime.kafka_clients import admin_client
+    from shared.kafka.kafka_clients import admin_client
 
     admin = admin_client(settings, log_level=0)  # held: its futures resolve while it lives
     found = admin.describe_topics(TopicCollection(sorted(set(topics))), request_timeout=30)

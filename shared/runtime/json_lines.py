@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.runtime.owner_only import FILE_MODE, owner_only_folder
+from shared.checkpoint.owner_only import FILE_MODE, owner_only_folder
 
 _WRITING = threading.Lock()  # one append or rotation at a time in this process
 
@@ -60,7 +60,7 @@ def rotated(path: Path, generation: int) -> Path:
 def append_line(path: Path, record: Mapping[str, Any], rotation: Rotation = NEVER) -> None:
     """Append one record as one line with a single O_APPEND write (no torn lines), after
     rotating the file if this line would take it past ``rotation.max_bytes``. The file and
-    its folder are their owner's only (shared/runtime/owner_only.py)."""
+    its folder are their owner's only (shared/checkpoint/owner_only.py)."""
     path = Path(path)
     data = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
     owner_only_folder(path.parent)

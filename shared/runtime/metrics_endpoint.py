@@ -25,7 +25,7 @@ from prometheus_client import (
     start_http_server,
 )
 
-from shared.runtime.durations import duration_ms
+from shared.durations import duration_ms
 from shared.runtime.prometheus import AppFigures
 
 log = logging.getLogger(__name__)

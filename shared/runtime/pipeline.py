@@ -28,6 +28,15 @@ from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructT
 
 from shared.app.control import ControlParam
 from shared.app.definition import AppDefinition, Output
+from shared.kafka.kafka_io import (
+    DECODE_REASON,
+    EVENT_TIME,
+    SOURCE,
+    dead_letter_envelopes,
+    json_envelopes,
+    parse,
+    routed_json_envelopes,
+)
 from shared.keyed.bucketed import apply_bucketed
 from shared.keyed.bucketed.envelopes import EnvelopeSpec, Route
 from shared.keyed.bucketed.spark import Restored
@@ -40,15 +49,6 @@ from shared.keyed.bucketed.spec import (
     SOURCE_TIMESTAMP,
     SOURCE_VALUE,
     STAGE_COLUMN,
-)
-from shared.runtime.kafka_io import (
-    DECODE_REASON,
-    EVENT_TIME,
-    SOURCE,
-    dead_letter_envelopes,
-    json_envelopes,
-    parse,
-    routed_json_envelopes,
 )
 from shared.runtime.state_guard import with_state_caps
 from shared.settings import PlatformSettings

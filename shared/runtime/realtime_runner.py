@@ -22,19 +22,18 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from shared.app.definition import AppDefinition
-from shared.runtime import kafka_clients
-from shared.runtime.checkpoint import query_id
-from shared.runtime.checkpoint_lock import RunLocks, lock_run
-from shared.runtime.kafka_io import parse, read_topics
-from shared.runtime.owner_only import prepare_app_folders
+from shared.app.definition import AppDefinition, RealtimeApp
+from shared.checkpoint.lock import RunLocks, lock_run
+from shared.checkpoint.logs import query_id
+from shared.checkpoint.owner_only import prepare_app_folders
+from shared.kafka import kafka_clients
+from shared.kafka.kafka_io import parse, read_topics
 from shared.runtime.runner import quality_gate
 from shared.settings import PlatformSettings
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig, names
@@ -52,20 +51,6 @@ REALTIME_SESSION_CONF = {"spark.sql.streaming.stateStore.checkpointFormatVersion
 # long before sending it (default 50 ms, per shuffle): at a few thousand records per
 # second that wait, not the work, was most of the latency (measured: p50 526 -> 112 ms).
 REALTIME_CONTEXT_CONF = {"spark.shuffle.streaming.networkBufferMaxWaitTimeMs": "2"}
-
-
-@dataclass(frozen=True)
-class RealtimeApp:
-    """An app's Real-Time Mode plan, over its decoded input (``kafka_io.parse`` rows)."""
-
-    app: AppDefinition  # topics, settings type and quality suite of the micro-batch app
-    # (session, decoded rows, settings, quality gate or None) -> Kafka sink rows
-    outputs: Callable[[SparkSession, DataFrame, Any, Any], DataFrame]
-    # (session, decoded rows, settings, quality gate or None) -> dead-letter envelopes
-    dead_letters: Callable[[SparkSession, DataFrame, Any, Any], DataFrame]
-    checkpoint_interval: Callable[[Any], str]  # the realTime trigger's duration
-    state_partitions: Callable[[Any], int]
-    stateful_stages: int = 1  # shuffled stateful operators (each holds its partitions)
 
 
 def realtime_app(app: AppDefinition) -> RealtimeApp | None:
@@ -212,7 +197,7 @@ def run_realtime(rt: RealtimeApp, settings: PlatformSettings,
                  figures: AppFigures | None = None) -> int:
     """``statewise run APP --mode realtime``: until Ctrl-C, SIGTERM or a query fails."""
     from shared.app.input_timestamps import provisioned_topics
-    from shared.ops.topics import provision_on
+    from shared.kafka.topics import provision_on
     from shared.runtime.json_lines import Rotation
     from shared.runtime.metrics import register_metrics_listener
     from shared.runtime.stop_signals import StopSignals

@@ -105,7 +105,7 @@ _NOT_RESTARTABLE = (
 def not_restartable(error: BaseException) -> str | None:
     """What the failure is when a restart cannot fix it (see ``_NOT_RESTARTABLE``), or
     None when a restart may."""
-    from shared.runtime.checkpoint_check import error_texts
+    from shared.checkpoint.check import error_texts
     from shared.settings import SettingsError
 
     if isinstance(error, SettingsError):
@@ -126,7 +126,7 @@ def cause_summary(error: BaseException) -> str:
     """One line naming a failure, at most 300 characters: the failed task and its
     error when a task failed the batch, else the error Python raised on the driver, else
     the JVM's innermost cause ("Caused by:"), else the first line of the error."""
-    from shared.runtime.checkpoint_check import error_texts
+    from shared.checkpoint.check import error_texts
 
     lines = [line.strip() for text in error_texts(error) for line in text.splitlines()]
     # A failed task: Spark says which and why on one line.

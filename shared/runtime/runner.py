@@ -20,23 +20,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from shared.app.definition import AppDefinition
+from shared.checkpoint.check import check_checkpoint, damage_in, error_texts
+from shared.checkpoint.damage import CheckpointDamaged, OutputMismatch
+from shared.checkpoint.files import HadoopFiles
+from shared.checkpoint.lock import RunLocks, lock_run
+from shared.checkpoint.logs import has_started, offset_log_metadata, query_id
+from shared.checkpoint.owner_only import prepare_app_folders
+from shared.fault_plan import FaultPlan
+from shared.kafka.kafka_clients import connection
+from shared.kafka.kafka_io import EVENT_TIME, SOURCE, read_topics
 from shared.keyed.savepoint.restore import RestoreInput, restored_from
-from shared.runtime.checkpoint import has_started, offset_log_metadata, query_id
-from shared.runtime.checkpoint_check import (
-    CheckpointDamaged,
-    OutputMismatch,
-    check_checkpoint,
-    damage_in,
-    error_texts,
-)
-from shared.runtime.checkpoint_files import HadoopFiles
-from shared.runtime.checkpoint_lock import RunLocks, lock_run
-from shared.runtime.fault_plan import FaultPlan
+from shared.keyed.state_layout import app_bucket_labels
 from shared.runtime.input_kept import check_input_kept
 from shared.runtime.input_topics import check_input_topics
-from shared.runtime.kafka_clients import connection
-from shared.runtime.kafka_io import EVENT_TIME, SOURCE, read_topics
-from shared.runtime.owner_only import prepare_app_folders
 from shared.runtime.pipeline import LATE_EVENT_TIME, assemble
 from shared.runtime.state_guard import StateGuard, guard_for, with_state_caps
 from shared.runtime.stop_signals import StopSignals
@@ -145,18 +141,6 @@ class RunningApp:
         self.locks.release()
 
 
-def bucket_labels(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
-                  checkpoint: str) -> tuple[int, ...] | None:
-    """The keyed operator's bucket names for this checkpoint (recorded in it on its first
-    start), or None for an app without one."""
-    if app.keyed is None:
-        return None
-    from shared.keyed.state_layout import checkpoint_layout
-
-    return checkpoint_layout(spark, checkpoint, app.keyed.buckets(settings),
-                             settings.state_partitions).bucket_labels
-
-
 def state_watch(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
                 labels: Sequence[int] | None, figures: AppFigures | None = None
                 ) -> StateWatch | None:
@@ -190,7 +174,7 @@ def worker_modules(app: AppDefinition) -> tuple[str, ...]:
     imports them before forking: shared/runtime/worker_daemon.py)."""
     if app.keyed is not None:
         return (app.keyed.processor.__module__, "shared.keyed.bucketed.spark",
-                "shared.runtime.json_encode", SINK_WRITER_MODULE)
+                "shared.kafka.json_encode", SINK_WRITER_MODULE)
     return (app.build.__module__, SINK_WRITER_MODULE)
 
 
@@ -277,7 +261,7 @@ def _start(spark: SparkSession, app: AppDefinition, settings: PlatformSettings,
                                   else restore.manifest.starting_offsets(
                                       [control.qualified(prefix)]))
     restored = restored_from(spark, checkpoint) if app.keyed is not None else None
-    labels = bucket_labels(spark, app, settings, checkpoint)
+    labels = app_bucket_labels(spark, app, settings, checkpoint)
     state = state_watch(spark, app, settings, labels, figures)
     envelopes = assemble(raw, app, settings, quality_gate(app, settings), control_raw,
                          labels, restored, None if restore is None else restore.initial_state,
@@ -302,7 +286,7 @@ def refuse_a_silent_new_checkpoint(spark: SparkSession, app: AppDefinition,
     ``allow_new_checkpoint`` says so (a savepoint restore is the way that keeps both)."""
     if settings.allow_new_checkpoint or has_started(spark, checkpoint):
         return
-    from shared.runtime.kafka_clients import admin_client
+    from shared.kafka.kafka_clients import admin_client
     from shared.sink.ledger import earlier_writers
 
     marker_topic = app.topics.dead_letter.qualified(settings.topic_prefix)
@@ -320,7 +304,7 @@ def refuse_a_silent_new_checkpoint(spark: SparkSession, app: AppDefinition,
 
 
 def verify_checkpoint(spark: SparkSession, app: AppDefinition, checkpoint: str) -> None:
-    """The checkpoint check (shared/runtime/checkpoint_check.py), through Hadoop's
+    """The checkpoint check (shared/checkpoint/check.py), through Hadoop's
     filesystem API: the same code for a local folder, HDFS or an object store."""
     checked = check_checkpoint(HadoopFiles(spark, checkpoint), app.name)
     if checked.newest_offsets is not None:

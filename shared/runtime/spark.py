@@ -73,7 +73,7 @@ ROCKSDB_CONF: dict[str, str] = {
 # commit 206 -> 14 ms per batch (bench/README.md, "Where the time goes"). The FileSystem
 # manager renames with an existence check first rather than atomically refusing to
 # overwrite: only two writers at once could race there, and a local checkpoint has one
-# (its flock, shared/runtime/checkpoint_lock.py). Other filesystems keep Spark's choice.
+# (its flock, shared/checkpoint/lock.py). Other filesystems keep Spark's choice.
 FILESYSTEM_CHECKPOINT_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing."
     "FileSystemBasedCheckpointFileManager")
@@ -81,7 +81,7 @@ FILESYSTEM_CHECKPOINT_MANAGER = (
 
 def checkpoint_files_conf(settings: PlatformSettings) -> dict[str, str]:
     """How checkpoint files are written: see :data:`FILESYSTEM_CHECKPOINT_MANAGER`."""
-    from shared.runtime.checkpoint_lock import local_folder
+    from shared.checkpoint.lock import local_folder
 
     if local_folder(str(settings.checkpoint_dir)) is None:
         return {}

@@ -52,10 +52,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
-from shared.runtime.checkpoint_check import OutputMismatch
-from shared.runtime.fault_plan import FaultPlan
-from shared.runtime.kafka_clients import KafkaConnection
-from shared.runtime.kafka_io import ENVELOPE_COLUMNS
+from shared.checkpoint.damage import OutputMismatch
+from shared.fault_plan import FaultPlan
+from shared.kafka.kafka_clients import KafkaConnection
+from shared.kafka.kafka_io import ENVELOPE_COLUMNS
 from shared.sink import names
 from shared.sink.keepalive import MarkerKeepAlive, broker_limits
 from shared.sink.ledger import NO_IDENTITY, SinkLedger
@@ -233,7 +233,7 @@ class ExactlyOnceKafkaSink:
         """Before this run writes anything: the broker's limits, and every known writer's
         marker read (shared/sink/markers.py), which tells the ledger the batches whose
         output may be in Kafka already; the markers' keep-alive started."""
-        from shared.runtime.kafka_clients import admin_client
+        from shared.kafka.kafka_clients import admin_client
 
         self._admin = admin_client(self.config.kafka, log_level=0)
         retention_s, broker_max_ms = broker_limits(self._admin)

@@ -16,8 +16,8 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from shared.app.topics import SIDE_TOPIC_MAX_BYTES
-from shared.runtime.kafka_clients import consumer, transactional_producer
-from shared.runtime.kafka_io import ENVELOPE_COLUMNS, INPUT_ISOLATION, fitted
+from shared.kafka.kafka_clients import consumer, transactional_producer
+from shared.kafka.kafka_io import ENVELOPE_COLUMNS, INPUT_ISOLATION, fitted
 from shared.sink.names import owner_of, owner_prefix
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ def hidden_refusal(error: KafkaException, config, partition: int,
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
     from confluent_kafka.admin import AclOperation
 
-    from shared.runtime.kafka_clients import admin_client
+    from shared.kafka.kafka_clients import admin_client
 
     code = error.args[0].code()
     if code not in (KafkaError._TIMED_OUT, KafkaError._INCONSISTENT):

@@ -29,8 +29,8 @@ import json
 import logging
 from dataclasses import dataclass
 
-from shared.runtime.checkpoint import read_text, replace_file, write_text
-from shared.runtime.checkpoint_files import HadoopFiles
+from shared.checkpoint.files import HadoopFiles
+from shared.checkpoint.logs import read_text, replace_file, write_text
 from shared.sink.names import owner_prefix
 
 log = logging.getLogger(__name__)

@@ -27,14 +27,14 @@ from collections.abc import Iterable
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from shared.runtime.fault_plan import FaultPlan
+from shared.fault_plan import FaultPlan
 from shared.sink.ledger import BatchIdentity
 from shared.sink.task import Marker, TaskSpec, check_replay
 
 
 def read_markers(config, writers: Iterable[int], admin=None) -> dict[int, Marker]:
     """Writer index -> its marker (offset and digests) on ``config.marker_topic``."""
-    from shared.runtime.kafka_clients import admin_client
+    from shared.kafka.kafka_clients import admin_client
 
     admin = admin or admin_client(config.kafka, log_level=0)
     # One group per request (the client's limit), all asked before any answer is awaited.

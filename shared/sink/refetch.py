@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from shared.runtime.kafka_io import (
+from shared.kafka.kafka_io import (
     REFETCH_HEADER,
     SOURCE_OFFSET_HEADER,
     SOURCE_PARTITION_HEADER,

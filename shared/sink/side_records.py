@@ -2,7 +2,7 @@
 
 The pipeline sets a record aside (undecodable, refused by the quality gate, late, refused
 by a full state bucket) as an envelope whose headers name its stage and its reason
-(shared/runtime/kafka_io.py). The writer of a batch's share counts those it commits, so a
+(shared/kafka/kafka_io.py). The writer of a batch's share counts those it commits, so a
 replayed share the sink skips is not counted twice, and the driver learns them from the
 writers' stats rows without reading any topic back.
 """
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.runtime.kafka_io import REASON_HEADER, STAGE_HEADER
+from shared.kafka.kafka_io import REASON_HEADER, STAGE_HEADER
 
 # One row of the writers' stats per (stage, reason) (task.STATS_SCHEMA's ``side``).
 SIDE_ARROW = pa.list_(pa.struct([("stage", pa.string()), ("reason", pa.string()),

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute below
 from confluent_kafka import KafkaException, TopicPartition
 
-from shared.runtime.checkpoint_check import OutputMismatch
-from shared.runtime.fault_plan import FaultPlan
+from shared.checkpoint.damage import OutputMismatch
+from shared.fault_plan import FaultPlan
 from shared.sink.kafka import (
     CallHung,
     abort_quietly,

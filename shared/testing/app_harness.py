@@ -20,9 +20,9 @@ import pandas as pd
 from pyspark.sql.types import BooleanType, DataType, DoubleType, FloatType
 
 from shared.app.definition import AppDefinition
+from shared.durations import duration_ms
+from shared.kafka.kafka_io import EVENT_TIME
 from shared.keyed.bucketed import BucketedHarness
-from shared.runtime.durations import duration_ms
-from shared.runtime.kafka_io import EVENT_TIME
 from shared.testing.record_gate import INTEGER_TYPES, RecordGate
 
 # A record as a test gives it: a Kafka value (bytes or text), its JSON already parsed

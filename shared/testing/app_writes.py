@@ -7,8 +7,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from shared.app.definition import AppDefinition
-from shared.ops.topics import TopicSpec
-from shared.runtime.kafka_io import REASON_HEADER, STAGE_HEADER
+from shared.kafka.kafka_io import REASON_HEADER, STAGE_HEADER
+from shared.kafka.topics import TopicSpec
 from shared.testing.kafka_tools import ConsumedRecord, read_all
 
 PIPELINE_STAGES = ("decode", "quality")  # where the gate rejects records

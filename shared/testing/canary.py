@@ -7,12 +7,11 @@ depend on where batch boundaries fall, so an oracle computes it from the input
 alone (:func:`expected_outputs`), as Kafka Streams' EOS verifier and Flink's
 allround job do: any loss or duplicate after a crash shows as a mismatch.
 
-Run it like any app: ``python -m shared.testing.canary --help``.
+Run it like any app: ``python -m shared.cli.run shared.testing.canary:CANARY --help``.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from shared.app.definition import AppDefinition, Output
 from shared.app.topics import AppTopics, dead_letter_topic, late_topic
-from shared.ops.topics import RecordSchema, TopicSpec
+from shared.kafka.topics import RecordSchema, TopicSpec
 from shared.settings import PlatformSettings, setting
 from shared.testing.canary_generator import CANARY_GENERATOR
 
@@ -120,9 +119,3 @@ def expected_outputs(inputs: Iterable[dict]) -> list[dict]:
             outputs.append({"key": key, "seq": seq, "amount": amounts[seq],
                             "running_total": total})
     return outputs
-
-
-if __name__ == "__main__":
-    from shared.cli.main import run_app_main
-
-    sys.exit(run_app_main(CANARY, sys.argv[1:]))

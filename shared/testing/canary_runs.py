@@ -29,9 +29,11 @@ def settings_env(settings: PlatformSettings, **overrides: str) -> dict[str, str]
 
 def run_canary(settings: PlatformSettings, timeout_s: float = 300,
                **env_overrides: str) -> subprocess.CompletedProcess:
-    """``python -m shared.testing.canary --available-now``: catch up, then exit."""
+    """``python -m shared.cli.run shared.testing.canary:CANARY --available-now``: catch up,
+    then exit (no entry point registers the canary: it runs by its import path)."""
     return subprocess.run(
-        [sys.executable, "-m", "shared.testing.canary", "--available-now"],
+        [sys.executable, "-m", "shared.cli.run", "shared.testing.canary:CANARY",
+         "--available-now"],
         env=settings_env(settings, **env_overrides), capture_output=True, text=True,
         timeout=timeout_s, check=False)
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.ops.processes import kill_tree
+from shared.processes import kill_tree
 from shared.settings import PlatformSettings
 from shared.testing.canary_runs import settings_env
 
@@ -114,7 +114,7 @@ def produce_through_kills(app: str, settings: PlatformSettings, topic: str,
     and that every kill hit a running stream (each run committed batches of its own).
     Returns the report and every record handed to the producer, in order."""
     from shared.generation.producer import send_all
-    from shared.runtime.kafka_clients import tuned_producer
+    from shared.kafka.kafka_clients import tuned_producer
 
     stop, sent = threading.Event(), []
 

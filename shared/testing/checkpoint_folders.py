@@ -1,6 +1,6 @@
 """Checkpoint folders made by hand, shaped like the ones Spark 4.3 writes for a
 transformWithState query on RocksDB with changelog checkpointing (see
-shared/runtime/checkpoint_state_check.py), for tests of the checkpoint check without
+shared/checkpoint/state_check.py), for tests of the checkpoint check without
 Spark; and the damage the tests do to a checkpoint, crafted or real."""
 
 from __future__ import annotations

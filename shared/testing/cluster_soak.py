@@ -26,7 +26,7 @@ from pathlib import Path
 from shared.app.definition import AppDefinition
 from shared.ops.broker_cluster import BrokerCluster
 from shared.ops.cluster import SPARK_HOME, StandaloneCluster
-from shared.ops.processes import descendants, kill_tree
+from shared.processes import descendants, kill_tree
 from shared.runtime.connector import connector_jars
 from shared.settings import REPO_ROOT
 from shared.testing.canary_runs import settings_env

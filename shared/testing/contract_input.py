@@ -23,8 +23,8 @@ from typing import Any
 
 from shared.app.commands import RunOptions
 from shared.app.definition import AppDefinition
+from shared.durations import duration_ms
 from shared.generation.producer import OutgoingRecord
-from shared.runtime.durations import duration_ms
 from shared.settings import PlatformSettings
 from shared.testing.bad_records import bad_records
 from shared.testing.record_gate import RecordGate

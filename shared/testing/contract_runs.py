@@ -14,10 +14,10 @@ from pyspark.errors import StreamingQueryException
 
 from shared.app.definition import AppDefinition
 from shared.app.input_timestamps import provisioned_topics
+from shared.fault_plan import FaultPlan
 from shared.generation.producer import OutgoingRecord, send_all
-from shared.ops.topics import provision_on
-from shared.runtime import kafka_clients
-from shared.runtime.fault_plan import FaultPlan
+from shared.kafka import kafka_clients
+from shared.kafka.topics import provision_on
 from shared.runtime.runner import checkpoint_path, start
 from shared.settings import PlatformSettings
 from shared.sink import SinkStats

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import TopicSpec, provision
 from shared.ops.broker import BrokerConfig, LocalBroker
-from shared.ops.processes import free_ports
-from shared.ops.topics import TopicSpec, provision
-from shared.runtime.kafka_clients import admin_client
+from shared.processes import free_ports
 from shared.settings import PlatformSettings
 
 

@@ -1,5 +1,5 @@
 """Small, synchronous Kafka helpers for tests: send JSON records, read a topic to its end.
-Each takes where Kafka is as the client factory does (shared/runtime/kafka_clients.py): bootstrap
+Each takes where Kafka is as the client factory does (shared/kafka/kafka_clients.py): bootstrap
 servers, settings (with their security settings) or a connection."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition
 
-from shared.runtime import kafka_clients
-from shared.runtime.kafka_clients import KafkaTarget
+from shared.kafka import kafka_clients
+from shared.kafka.kafka_clients import KafkaTarget
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from shared.app.definition import AppDefinition
 from shared.app.loader import AppLoadError, app_package
-from shared.runtime.kafka_io import STAGE_HEADER
+from shared.kafka.kafka_io import STAGE_HEADER
 from shared.testing.chaos import last_batch_watermark_ms
 from shared.testing.kafka_tools import ConsumedRecord, read_finished
 from shared.testing.verdicts import accepted_inputs

@@ -1,5 +1,5 @@
 """What the pipeline does to a record before an app sees it, in plain Python: decoding
-(shared/runtime/kafka_io.py) and the inline quality gate (shared/quality), for the in-memory app
+(shared/kafka/kafka_io.py) and the inline quality gate (shared/quality), for the in-memory app
 harness. Built from an app's definition alone: its input schema (field types, required
 fields, event time) and its quality suite, translated as the runner translates it.
 
@@ -28,13 +28,13 @@ from pyspark.sql.types import (
     StringType,
 )
 
-from shared.ops.topics import RecordSchema
+from shared.kafka.kafka_io import EMPTY_KEY, INVALID_UTF8, MAX_RECORD_BYTES
+from shared.kafka.topics import RecordSchema
 from shared.quality.gate import REASON_SEPARATOR
 from shared.quality.translate import EventTimeBound, RowRule
-from shared.runtime.kafka_io import EMPTY_KEY, INVALID_UTF8, MAX_RECORD_BYTES
 from shared.testing.row_rules import rule_fails
 
-# epoch ms that Spark's timestamp_millis can hold (shared/runtime/kafka_io.py)
+# epoch ms that Spark's timestamp_millis can hold (shared/kafka/kafka_io.py)
 _EVENT_MS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
 INTEGER_TYPES = (LongType, IntegerType, ShortType, ByteType)
 # The numbers Spark's JSON reader takes for each integer type; beyond them the field does

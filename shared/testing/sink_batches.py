@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from shared.runtime.kafka_io import ENVELOPE_COLUMNS, HEADERS_TYPE
+from shared.kafka.kafka_io import ENVELOPE_COLUMNS, HEADERS_TYPE
 from shared.sink import WRITER_COLUMN
 from shared.testing.kafka_tools import read_all
 

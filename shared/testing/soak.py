@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.app.definition import AppDefinition
-from shared.ops.processes import kill_tree
+from shared.processes import kill_tree
 from shared.testing.app_writes import read_topic, written
 from shared.testing.canary_runs import settings_env
 from shared.testing.chaos import (
@@ -174,7 +174,7 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         from shared.generation.producer import send_all
-        from shared.runtime.kafka_clients import tuned_producer
+        from shared.kafka.kafka_clients import tuned_producer
 
         topic = self.app.input_topic.qualified(self.settings.topic_prefix)
         try:

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from shared.runtime.kafka_clients import transactional_producer
+from shared.kafka.kafka_clients import transactional_producer
 from shared.runtime.runner import start
 from shared.testing.canary import CANARY, CANARY_TOPICS, CanarySettings, expected_outputs
 from shared.testing.canary_runs import canary_inputs, committed_outputs

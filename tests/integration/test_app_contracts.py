@@ -38,7 +38,7 @@ import pytest
 
 from shared.app.definition import AppDefinition
 from shared.generation.producer import OutgoingRecord
-from shared.runtime.kafka_io import REASON_HEADER
+from shared.kafka.kafka_io import REASON_HEADER
 from shared.sink import SinkStats
 from shared.testing.app_writes import gate_dead_letters, read_topic, written
 from shared.testing.apps import apps_under_test

@@ -24,10 +24,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import provision
 from shared.ops.broker import BrokerConfig, LocalBroker
-from shared.ops.processes import free_ports, running_pid
-from shared.ops.topics import provision
-from shared.runtime.kafka_clients import admin_client
+from shared.processes import free_ports, running_pid
 from shared.testing.canary import CANARY_TOPICS, expected_outputs
 from shared.testing.canary_runs import (
     canary_inputs,
@@ -66,7 +66,7 @@ def _canary(settings, log, **env: str) -> subprocess.Popen:
     """The canary as its own process, 1 s batches, restarts after 2 s, stderr to ``log``."""
     with open(log, "w") as stderr:
         return subprocess.Popen(
-            [sys.executable, "-m", "shared.testing.canary"],
+            [sys.executable, "-m", "shared.cli.run", "shared.testing.canary:CANARY"],
             env=settings_env(settings, STATEWISE_TRIGGER_INTERVAL="1 second",
                              STATEWISE_RESTART_BACKOFF_S="2", **env),
             stdout=subprocess.DEVNULL, stderr=stderr)

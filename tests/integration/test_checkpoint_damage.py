@@ -1,5 +1,5 @@
 """A damaged checkpoint stops the app with an error naming the file and the way out, and
-the app writes nothing (shared/runtime/checkpoint_check.py).
+the app writes nothing (shared/checkpoint/check.py).
 
 One real run of the fraud app makes the checkpoint (batches, a snapshot and changelogs
 in each state partition). More input then waits in Kafka, with a malformed record among
@@ -26,9 +26,9 @@ from pyspark.sql import SparkSession
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
-from shared.ops.topics import provision
-from shared.runtime import kafka_clients
-from shared.runtime.checkpoint_check import CheckpointDamaged
+from shared.checkpoint.damage import CheckpointDamaged
+from shared.kafka import kafka_clients
+from shared.kafka.topics import provision
 from shared.runtime.runner import checkpoint_path, failure, start
 from shared.settings import PlatformSettings
 from shared.testing.checkpoint_folders import flip_bytes, truncate

@@ -9,8 +9,8 @@ import pytest
 from apps.fraud.topics import FRAUD
 from shared.app.input_timestamps import AFTER_MAX_MS, BEFORE_MAX_MS
 from shared.cli import main as cli
-from shared.ops.topics import describe_config
-from shared.runtime.kafka_clients import admin_client
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import describe_config
 from shared.settings import PlatformSettings
 from shared.testing.kafka_tools import read_all
 

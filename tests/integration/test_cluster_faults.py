@@ -17,7 +17,7 @@ import pytest
 from shared.app.loader import registered_apps
 from shared.ops.broker_cluster import BrokerCluster, ClusterLayout
 from shared.ops.cluster import ClusterSettings, StandaloneCluster
-from shared.ops.processes import free_ports
+from shared.processes import free_ports
 from shared.settings import from_env
 from shared.testing.cluster_soak import cluster_soak
 

@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.runtime.kafka_io import REASON_HEADER, STAGE_HEADER
+from shared.kafka.kafka_io import REASON_HEADER, STAGE_HEADER
 from shared.runtime.metrics import register_metrics_listener
 from shared.runtime.progress_figures import reason_label
 from shared.runtime.prometheus import AppFigures

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from shared.app.loader import load_apps
-from shared.runtime.kafka_clients import admin_client
+from shared.kafka.kafka_clients import admin_client
 from shared.settings import REPO_ROOT
 from shared.testing.apps import declared_entry_points
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.runtime.checkpoint_check import DO_NOT_RESTART
-from shared.runtime.kafka_clients import admin_client, connection
+from shared.checkpoint.damage import DO_NOT_RESTART
+from shared.kafka.kafka_clients import admin_client, connection
 from shared.sink import SinkConfig, replay_skipped
 from shared.sink.ledger import WRITERS_FILE
 from shared.sink.markers import read_markers

@@ -11,8 +11,8 @@ import dataclasses
 import pytest
 from confluent_kafka import TopicPartition
 
+from shared.kafka.kafka_clients import admin_client, consumer
 from shared.runtime.input_kept import InputLost
-from shared.runtime.kafka_clients import admin_client, consumer
 from shared.runtime.prometheus import AppFigures
 from shared.runtime.runner import start
 from shared.testing.canary import CANARY, CANARY_TOPICS, CanarySettings

@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 from confluent_kafka.admin import NewPartitions
 
-from shared.ops.topics import provision
-from shared.runtime.kafka_clients import admin_client
+from shared.kafka.kafka_clients import admin_client
+from shared.kafka.topics import provision
 from shared.runtime.runner import start
 from shared.testing.canary import CANARY, CANARY_TOPICS, CanarySettings, expected_outputs
 from shared.testing.canary_runs import canary_inputs, committed_outputs, record_identity

@@ -19,7 +19,7 @@ from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
 from shared.app.input_timestamps import provisioned_topics
 from shared.generation.producer import DeliveryError, OutgoingRecord, json_value, send_all
-from shared.runtime.kafka_clients import tuned_producer
+from shared.kafka.kafka_clients import tuned_producer
 from shared.runtime.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.kafka_tools import read_all, send_json

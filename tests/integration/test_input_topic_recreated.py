@@ -13,9 +13,9 @@ import time
 import pytest
 from confluent_kafka import KafkaException
 
-from shared.runtime.checkpoint_check import DO_NOT_RESTART
+from shared.checkpoint.damage import DO_NOT_RESTART
+from shared.kafka.kafka_clients import admin_client
 from shared.runtime.input_topics import TOPIC_IDS_FILE
-from shared.runtime.kafka_clients import admin_client
 from shared.runtime.runner import checkpoint_path, start
 from shared.testing.canary import CANARY, CANARY_TOPICS, CanarySettings
 from shared.testing.canary_runs import canary_inputs, committed_outputs, run_canary

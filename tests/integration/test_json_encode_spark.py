@@ -1,4 +1,4 @@
-"""shared.runtime.json_encode against Spark itself: for a frame that went through PySpark's own
+"""shared.kafka.json_encode against Spark itself: for a frame that went through PySpark's own
 pandas -> Arrow conversion (as transformWithStateInPandas outputs do), Spark's
 ``to_json(struct(...))`` parses to the same objects as ``json_objects`` (floats bit for
 bit), and Spark's ``from_json`` reads ``json_objects``' text back to the same values."""
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from shared.runtime.json_encode import json_objects
+from shared.kafka.json_encode import json_objects
 from shared.testing.json_compare import same
 
 pytestmark = pytest.mark.integration

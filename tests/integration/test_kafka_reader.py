@@ -9,7 +9,7 @@ import uuid
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from shared.runtime.kafka_clients import admin_client, transactional_producer
+from shared.kafka.kafka_clients import admin_client, transactional_producer
 from shared.testing.kafka_tools import IncompleteRead, read_all, send_values
 
 pytestmark = pytest.mark.integration

@@ -27,12 +27,12 @@ from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
 from shared.cli import main as cli
+from shared.fault_plan import FaultPlan
+from shared.kafka.kafka_clients import admin_client, connection, spark_options
+from shared.kafka.topics import BrokerUnreachable, provision, require_broker
 from shared.ops.acls import GROUP, TRANSACTIONAL_ID, acl_bindings, app_grants
-from shared.ops.processes import free_ports
 from shared.ops.secured_broker import MECHANISM, SecuredBroker, SecuredBrokerConfig
-from shared.ops.topics import BrokerUnreachable, provision, require_broker
-from shared.runtime.fault_plan import FaultPlan
-from shared.runtime.kafka_clients import admin_client, connection, spark_options
+from shared.processes import free_ports
 from shared.runtime.runner import start
 from shared.settings import PlatformSettings
 from shared.sink import SinkConfig, names

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.runtime.checkpoint_check import OutputMismatch
-from shared.runtime.checkpoint_lock import CheckpointInUse
+from shared.checkpoint.damage import OutputMismatch
+from shared.checkpoint.lock import CheckpointInUse
 from shared.runtime.runner import checkpoint_path, start
 from shared.testing.canary import CANARY, CANARY_TOPICS, CanarySettings, expected_outputs
 from shared.testing.canary_runs import canary_inputs, committed_outputs, record_identity
@@ -68,7 +68,7 @@ def test_a_checkpoint_another_process_runs_on_is_refused(spark, kafka_settings,
     checkpoint = checkpoint_path(CANARY, settings)
     other = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\n"
-         "from shared.runtime.checkpoint_lock import lock_checkpoint\n"
+         "from shared.checkpoint.lock import lock_checkpoint\n"
          "lock_checkpoint(sys.argv[1], 'canary'); print('held', flush=True); time.sleep(120)",
          checkpoint], stdout=subprocess.PIPE, text=True)
     try:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.runtime import kafka_clients
-from shared.runtime.kafka_io import CUT_HEADER, CUT_KEY_BYTES, REASON_HEADER, STAGE_HEADER
+from shared.kafka import kafka_clients
+from shared.kafka.kafka_io import CUT_HEADER, CUT_KEY_BYTES, REASON_HEADER, STAGE_HEADER
 from shared.testing.app_writes import read_topic
 from shared.testing.apps import apps_under_test
 from shared.testing.contract_input import stream_settings

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from shared.runtime.kafka_io import read_topics
+from shared.kafka.kafka_io import read_topics
 from shared.runtime.pipeline import assemble
 from shared.runtime.runner import quality_gate
 from shared.testing.apps import apps_under_test

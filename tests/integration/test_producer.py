@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import Message
 
 from shared.generation.producer import OutgoingRecord, json_value, send_all
-from shared.ops.topics import TopicSpec
-from shared.runtime.kafka_clients import consumer as kafka_consumer
-from shared.runtime.kafka_clients import tuned_producer
+from shared.kafka.kafka_clients import consumer as kafka_consumer
+from shared.kafka.kafka_clients import tuned_producer
+from shared.kafka.topics import TopicSpec
 from shared.settings import PlatformSettings
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.ops.processes import free_port
 from shared.ops.prometheus import ALERT_RULES, LocalPrometheus, PrometheusConfig
+from shared.processes import free_port
 from shared.runtime.metrics import progress_record
 from shared.runtime.metrics_endpoint import serve
 from shared.runtime.prometheus import AppFigures

@@ -33,12 +33,12 @@ import pytest
 
 from apps.fraud.generator import FaultRates, FraudGenerator, GeneratorConfig, ScenarioRates
 from shared.app.loader import registered_apps
+from shared.checkpoint.damage import DO_NOT_RESTART
 from shared.cli.savepoint import repartition_main, restore_main
 from shared.keyed.savepoint.manifest import MANIFEST_FILE
 from shared.keyed.savepoint.restore import RESTORE_FILE, prepare_restore
 from shared.keyed.savepoint.write import write_savepoint
 from shared.keyed.state_layout import read_layout
-from shared.runtime.checkpoint_check import DO_NOT_RESTART
 from shared.runtime.runner import checkpoint_path, newest_commit, start
 from shared.settings import PlatformSettings
 from shared.testing.app_writes import marks, read_topic, written

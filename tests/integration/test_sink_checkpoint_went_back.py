@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from shared.runtime.kafka_clients import connection
+from shared.kafka.kafka_clients import connection
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
 from shared.sink.ledger import SinkLedger
 from shared.testing.canary import CANARY_TOPICS

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
+from shared.kafka.kafka_clients import connection, consumer
 from shared.ops.broker import BrokerConfig, LocalBroker
-from shared.ops.processes import free_ports
-from shared.runtime.kafka_clients import connection, consumer
+from shared.processes import free_ports
 from shared.sink import ExactlyOnceKafkaSink, SinkConfig
 from shared.sink.ledger import SinkLedger
 from shared.testing.canary import CANARY_TOPICS
@@ -62,8 +62,8 @@ def test_a_replay_after_a_writer_was_idle_past_the_retention_recovers(
         spark, kafka_settings, short_retention_bootstrap, tmp_path: Path):
     import dataclasses
 
-    from shared.ops.topics import provision
-    from shared.runtime.kafka_clients import admin_client
+    from shared.kafka.kafka_clients import admin_client
+    from shared.kafka.topics import provision
 
     settings = dataclasses.replace(kafka_settings, bootstrap_servers=short_retention_bootstrap)
     provision(admin_client(settings), list(CANARY_TOPICS.all()), settings.topic_prefix,

@@ -16,7 +16,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from shared.runtime.kafka_io import HEADERS_TYPE, read_topics
+from shared.kafka.kafka_io import HEADERS_TYPE, read_topics
 from shared.sink import spread_over_writers
 from shared.testing.canary import CANARY_TOPICS
 from shared.testing.kafka_tools import send_json

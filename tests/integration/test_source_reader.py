@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import TopicPartition
 
-from shared.ops.topics import TopicSpec
-from shared.runtime.kafka_clients import admin_client, connection, producer
+from shared.kafka.kafka_clients import admin_client, connection, producer
+from shared.kafka.topics import TopicSpec
 from shared.sink import SinkConfig
 from shared.sink.kafka import source_consumer
 from shared.sink.refetch import SourceReader

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from shared.ops.cluster import ClusterSettings, StandaloneCluster
-from shared.ops.processes import free_ports
+from shared.processes import free_ports
 from shared.testing.canary import CANARY_TOPICS, expected_outputs
 from shared.testing.canary_runs import (
     canary_inputs,

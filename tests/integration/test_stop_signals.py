@@ -53,8 +53,8 @@ def test_a_signal_once_or_twice_stops_after_the_batch_with_exit_0(
     env = settings_env(kafka_settings, STATEWISE_FAULTS=HOLD, STATEWISE_FAULTS_SCOPE="hold",
                        STATEWISE_FAULTS_ONCE_DIR=str(faults), PYTHONPATH=str(REPO_ROOT))
     log = (tmp_path / "run.log").open("w+")
-    process = subprocess.Popen([sys.executable, "-m", "shared.testing.canary"],
-                               cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    canary = [sys.executable, "-m", "shared.cli.run", "shared.testing.canary:CANARY"]
+    process = subprocess.Popen(canary, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         assert wait_for(faults / f"{HOLD}.held", HELD_S, process), log_tail(log)
         for _ in range(times):

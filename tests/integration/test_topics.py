@@ -9,14 +9,14 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from apps.fraud.topics import FRAUD
-from shared.ops.topics import (
+from shared.kafka.kafka_clients import admin_client, tuned_producer
+from shared.kafka.topics import (
     TooFewBrokers,
     TopicMismatch,
     TopicSpec,
     describe_config,
     provision,
 )
-from shared.runtime.kafka_clients import admin_client, tuned_producer
 
 pytestmark = pytest.mark.integration
 

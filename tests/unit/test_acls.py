@@ -12,6 +12,7 @@ from apps.fraud.topics import FRAUD
 from apps.trading.app import TRADING_APP
 from apps.trading.topics import TRADING
 from shared.cli import main as cli
+from shared.kafka.kafka_clients import KafkaConnection
 from shared.ops.acls import (
     GROUP,
     LITERAL,
@@ -23,7 +24,6 @@ from shared.ops.acls import (
     kafka_acls_commands,
     provisioner_grants,
 )
-from shared.runtime.kafka_clients import KafkaConnection
 from shared.settings import PlatformSettings
 from shared.sink import SinkConfig, names
 from shared.sink.kafka import not_authorized

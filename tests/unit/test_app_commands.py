@@ -18,8 +18,8 @@ from shared.cli import main as cli
 from shared.cli import produce as produce_cli
 from shared.generation.producer import OutgoingRecord
 from shared.generation.truth import Chunk
-from shared.ops import topics as topic_admin
-from shared.runtime import kafka_clients
+from shared.kafka import kafka_clients
+from shared.kafka import topics as topic_admin
 from shared.testing.apps import apps_under_test, declared_entry_points
 from shared.testing.canary import CANARY
 

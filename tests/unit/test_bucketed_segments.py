@@ -57,7 +57,7 @@ def test_hot_rows_and_tombstones_shadow_their_cold_keys():
         history=empty.history,
         tombs=pd.DataFrame({KEY_HASH_COLUMN: [3], "keyed_cold_history": [0]},
                            index=pd.Index(["c"], name="card")), spec=SPEC)
-    assert list(cold.shadowed(hot)) == [False, True, True]
+    assert list(hot.shadows(cold)) == [False, True, True]
 
 
 def hot_keys(cards: list[str], hashes: list[int]) -> pd.DataFrame:

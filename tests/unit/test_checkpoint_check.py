@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.runtime.checkpoint_check import CheckpointDamaged, check_checkpoint, damage_in
-from shared.runtime.checkpoint_files import LocalFiles
+from shared.checkpoint.check import check_checkpoint, damage_in
+from shared.checkpoint.damage import CheckpointDamaged
+from shared.checkpoint.files import LocalFiles
 from shared.testing.checkpoint_folders import (
     SCHEMA,
     SST,
@@ -219,8 +220,8 @@ def test_other_failures_are_not_damage(checkpoint: Path):
 
 
 def test_statewise_reports_damage_and_exits_do_not_restart(monkeypatch, capsys):
+    from shared.checkpoint.damage import DO_NOT_RESTART
     from shared.cli import main as cli
-    from shared.runtime.checkpoint_check import DO_NOT_RESTART
 
     def run(argv):
         raise CheckpointDamaged("/cp/fraud/commits/7", "is empty", "fraud")

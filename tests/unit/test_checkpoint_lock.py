@@ -1,4 +1,4 @@
-"""One running query per checkpoint across processes (shared/runtime/checkpoint_lock.py):
+"""One running query per checkpoint across processes (shared/checkpoint/lock.py):
 a second process is refused, naming the holder; a killed holder leaves no stale lock."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from shared.runtime.checkpoint_lock import (
+from shared.checkpoint.lock import (
     CheckpointInUse,
     local_folder,
     lock_checkpoint,
@@ -16,7 +16,7 @@ from shared.runtime.checkpoint_lock import (
 )
 
 HOLD = ("import sys, time\n"
-        "from shared.runtime.checkpoint_lock import lock_checkpoint\n"
+        "from shared.checkpoint.lock import lock_checkpoint\n"
         "lock_checkpoint(sys.argv[1], 'fraud')\n"
         "print('held', flush=True)\n"
         "time.sleep(120)\n")
@@ -53,14 +53,14 @@ def test_only_local_checkpoints_are_locked():
 
 
 MODE_HOLD = ("import sys, time\n"
-             "from shared.runtime.checkpoint_lock import lock_mode\n"
+             "from shared.checkpoint.lock import lock_mode\n"
              "lock_mode(sys.argv[1], 'p.', 'trading', 'micro-batch')\n"
              "print('held', flush=True)\n"
              "time.sleep(120)\n")
 
 
 def test_one_mode_per_set_of_topics_the_other_is_refused_naming_the_holder(tmp_path):
-    from shared.runtime.checkpoint_lock import lock_mode, unlock_mode
+    from shared.checkpoint.lock import lock_mode, unlock_mode
 
     micro_batch = subprocess.Popen([sys.executable, "-c", MODE_HOLD, str(tmp_path)],
                                    stdout=subprocess.PIPE, text=True)

@@ -19,10 +19,10 @@ from apps.fraud.settings import FraudSettings, Thresholds
 from apps.iot import thresholds as iot_thresholds
 from apps.iot.app import IOT_APP
 from shared.cli import main as cli
+from shared.kafka.topics import BrokerUnreachable, require_broker
 from shared.keyed.bucketed import BucketContext
 from shared.keyed.rules import overridden
-from shared.ops.processes import free_port
-from shared.ops.topics import BrokerUnreachable, require_broker
+from shared.processes import free_port
 from shared.settings import REPO_ROOT, EnvironmentValueError, PlatformSettings, load
 from shared.testing.canary import CANARY
 

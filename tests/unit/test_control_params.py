@@ -19,7 +19,7 @@ from apps.iot import thresholds as iot_thresholds
 from shared.app.control import ControlParam
 from shared.app.loader import registered_apps
 from shared.cli import main as cli
-from shared.ops.processes import free_port
+from shared.processes import free_port
 from shared.settings import PlatformSettings
 from shared.testing.app_harness import AppHarness
 from shared.testing.contract_input import app_stream

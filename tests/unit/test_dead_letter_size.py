@@ -12,6 +12,14 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
 from shared.app.topics import SIDE_TOPIC_MAX_BYTES, dead_letter_topic, late_topic
+from shared.kafka.kafka_io import (
+    CUT_HEADER,
+    CUT_KEY_BYTES,
+    ENVELOPE_MAX_BYTES,
+    MAX_RECORD_BYTES,
+    OMITTED_HEADER,
+    fitted,
+)
 from shared.keyed.bucketed.envelopes import EnvelopeSpec, Route, python_values
 from shared.keyed.bucketed.spec import (
     SOURCE_HEADERS,
@@ -21,14 +29,6 @@ from shared.keyed.bucketed.spec import (
     SOURCE_TIMESTAMP,
     SOURCE_VALUE,
     STAGE_COLUMN,
-)
-from shared.runtime.kafka_io import (
-    CUT_HEADER,
-    CUT_KEY_BYTES,
-    ENVELOPE_MAX_BYTES,
-    MAX_RECORD_BYTES,
-    OMITTED_HEADER,
-    fitted,
 )
 from shared.sink.kafka import produce
 

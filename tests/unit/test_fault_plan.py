@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from shared.ops.processes import alive, descendants, kill_tree
-from shared.runtime.fault_plan import DriverProcess, FaultPlan
+from shared.fault_plan import DriverProcess, FaultPlan
+from shared.processes import alive, descendants, kill_tree
 
 
 def test_a_plan_names_points_and_batches_and_its_scope():
@@ -86,7 +86,7 @@ def test_the_driver_is_recorded_for_the_executors_only_when_it_is_to_be_killed(t
 
 KILLER = """
 import sys
-from shared.runtime.fault_plan import DriverProcess, FaultPlan, _boot_id
+from shared.fault_plan import DriverProcess, FaultPlan, _boot_id
 scope, once_dir, driver, jvm = sys.argv[1:5]
 plan = FaultPlan.parse("sink.before_commit@3", scope=scope, once_dir=once_dir or None)
 if driver:

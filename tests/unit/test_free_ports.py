@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from shared.ops.processes import free_ports
+from shared.processes import free_ports
 
 
 def test_ports_asked_for_together_are_distinct_and_free():

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from shared.runtime.checkpoint_files import LocalFiles
+from shared.checkpoint.files import LocalFiles
 from shared.runtime.input_kept import InputLost, LostInput, lost_input, resume_offsets
 
 INPUT, CONTROL = "p.app.input", "p.app.control"

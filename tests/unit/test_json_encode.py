@@ -1,4 +1,4 @@
-"""shared.runtime.json_encode against an independent per-row oracle: parsed values equal, floats
+"""shared.kafka.json_encode against an independent per-row oracle: parsed values equal, floats
 bit for bit (tests/integration/test_json_encode_spark.py compares with Spark itself)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-import shared.runtime.json_columns as json_columns
-import shared.runtime.json_encode as json_encode
-from shared.runtime.json_encode import json_arrays, json_objects
+import shared.kafka.json_columns as json_columns
+import shared.kafka.json_encode as json_encode
+from shared.kafka.json_encode import json_arrays, json_objects
 from shared.testing.json_compare import same
 
 TRICKY = ['say "hi"', "back\\slash", "\\u0000 as text", "", "é", "日本", "😀 emoji",

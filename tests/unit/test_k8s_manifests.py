@@ -17,13 +17,13 @@ from jsonschema import Draft4Validator
 
 from shared.app.input_timestamps import provisioned_topics
 from shared.app.loader import registered_apps
+from shared.kafka.kafka_clients import KafkaSecurity
 from shared.ops.k8s import spark_app
 from shared.ops.k8s.monitor import pod_monitor
 from shared.ops.k8s.render import DEFAULT_OUT, manifests
 from shared.ops.k8s.settings import K8sSettings
 from shared.ops.k8s.spark_app import driver_env, spark_application
 from shared.ops.k8s.topics import kafka_topics
-from shared.runtime.kafka_clients import KafkaSecurity
 from shared.runtime.metrics_endpoint import READY_PATH
 from shared.settings import from_env, load
 

@@ -1,4 +1,4 @@
-"""Only shared/runtime/kafka_clients.py makes Kafka clients, read from the source: no other module
+"""Only shared/kafka/kafka_clients.py makes Kafka clients, read from the source: no other module
 of shared/ or apps/ constructs a confluent-kafka client (however it imported the class) or
 spells a client configuration's ``bootstrap.servers`` (a hand-built configuration, or
 Spark options, would leave the security settings out). Nor does one hand the factory
@@ -14,7 +14,7 @@ from pathlib import Path
 from shared.cli.new_app import create_app
 from shared.settings import REPO_ROOT
 
-FACTORY = REPO_ROOT / "shared" / "runtime" / "kafka_clients.py"
+FACTORY = REPO_ROOT / "shared" / "kafka" / "kafka_clients.py"
 CLIENT_CLASSES = {"AdminClient", "Producer", "Consumer", "SerializingProducer",
                   "DeserializingConsumer"}
 CONNECTION_KEYS = {"bootstrap.servers", "kafka.bootstrap.servers"}
@@ -124,7 +124,7 @@ def test_the_check_sees_every_way_of_making_a_client():
     # Types in annotations, the factory's own functions and prose are not constructions.
     assert client_constructions(
         "from confluent_kafka import Producer\n"
-        "from shared.runtime.kafka_clients import producer\n"
+        "from shared.kafka.kafka_clients import producer\n"
         "def send(p: Producer) -> None:\n"
         "    '''Sends with a producer (bootstrap.servers from the settings).'''\n"
         "    producer(settings)\n") == []
@@ -135,7 +135,7 @@ def test_only_the_factory_makes_kafka_clients():
     assert len(modules) > 60 and FACTORY.exists()  # the whole tree, not an empty glob
     found = {str(path.relative_to(REPO_ROOT)): hits for path in modules
              if (hits := client_constructions(path.read_text()))}
-    assert found == {}, "build Kafka clients with shared/runtime/kafka_clients.py"
+    assert found == {}, "build Kafka clients with shared/kafka/kafka_clients.py"
 
 
 def test_the_check_sees_servers_handed_over_without_their_security_settings():

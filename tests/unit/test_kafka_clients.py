@@ -1,4 +1,4 @@
-"""The client factory (shared/runtime/kafka_clients.py): every kind of Kafka client gets the
+"""The client factory (shared/kafka/kafka_clients.py): every kind of Kafka client gets the
 bootstrap servers and the security settings, each in its family's spelling, and the
 commands that used to build admin clients without them (run, topics, control, demo) now
 go through it. No broker: configurations are read from what the factory returns, or from
@@ -14,10 +14,9 @@ import pytest
 from apps.iot.app import IOT_APP
 from shared.cli import demo
 from shared.cli import main as cli
-from shared.ops import topics as topic_admin
-from shared.ops.topics import TopicSpec
-from shared.runtime import kafka_clients
-from shared.runtime.kafka_clients import (
+from shared.kafka import kafka_clients
+from shared.kafka import topics as topic_admin
+from shared.kafka.kafka_clients import (
     JAVA_ONLY,
     KafkaConnection,
     KafkaSecurity,
@@ -30,7 +29,8 @@ from shared.runtime.kafka_clients import (
     transactional_producer_config,
     tuned_producer_config,
 )
-from shared.runtime.kafka_io import FETCH_MAX_WAIT_MS, read_topics
+from shared.kafka.kafka_io import FETCH_MAX_WAIT_MS, read_topics
+from shared.kafka.topics import TopicSpec
 from shared.runtime.spark import session_conf
 from shared.settings import EnvironmentValueError, PlatformSettings, from_env, load
 from shared.sink import SinkConfig

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from shared.ops.processes import free_port
+from shared.processes import free_port
 from shared.runtime.metrics_endpoint import MetricsEndpointError, metrics_endpoint, serve
 from shared.runtime.prometheus import AppFigures
 from shared.settings import EnvironmentValueError, PlatformSettings, load

@@ -11,7 +11,7 @@ from apps.fraud.topics import FRAUD
 from apps.iot.oracle_check import check as iot_check
 from apps.trading.oracle_check import check as trading_check
 from shared.app.loader import registered_apps
-from shared.runtime.kafka_io import STAGE_HEADER
+from shared.kafka.kafka_io import STAGE_HEADER
 from shared.testing.canary import CANARY
 from shared.testing.kafka_tools import ConsumedRecord
 from shared.testing.oracle_runs import (

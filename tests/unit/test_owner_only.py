@@ -1,5 +1,5 @@
 """The folders an app writes its data into, and the files it writes there, are their
-owner's only (shared/runtime/owner_only.py), whatever the umask and whatever mode an
+owner's only (shared/checkpoint/owner_only.py), whatever the umask and whatever mode an
 existing folder had."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.runtime import owner_only
-from shared.runtime.checkpoint_lock import lock_checkpoint, unlock_checkpoint
+from shared.checkpoint import owner_only
+from shared.checkpoint.lock import lock_checkpoint, unlock_checkpoint
+from shared.checkpoint.owner_only import owner_only_folder, prepare_app_folders, write_owner_only
 from shared.runtime.metrics import append_line
-from shared.runtime.owner_only import owner_only_folder, prepare_app_folders, write_owner_only
 from shared.settings import PlatformSettings
 
 

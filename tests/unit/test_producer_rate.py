@@ -19,7 +19,7 @@ from shared.generation.producer import (
     pace_chunk,
     send_all,
 )
-from shared.runtime.kafka_clients import KafkaConnection, KafkaSecurity, tuned_producer_config
+from shared.kafka.kafka_clients import KafkaConnection, KafkaSecurity, tuned_producer_config
 
 
 class FakeClock:

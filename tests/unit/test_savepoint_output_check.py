@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import TopicPartition
 
+from shared.checkpoint.damage import OutputMismatch
 from shared.keyed.savepoint.manifest import Manifest
 from shared.keyed.savepoint.output_check import (
     RestoreRepeatsOutput,
@@ -17,7 +18,6 @@ from shared.keyed.savepoint.output_check import (
     newest_output_batch,
     source_writers,
 )
-from shared.runtime.checkpoint_check import OutputMismatch
 from shared.settings import PlatformSettings
 from shared.sink import names
 

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from apps.fraud.settings import FraudSettings
-from shared.runtime.fault_plan import FaultPlan
+from shared.fault_plan import FaultPlan
 from shared.settings import PlatformSettings, add_arguments, load
 from shared.testing.apps import apps_under_test
 

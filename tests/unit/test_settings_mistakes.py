@@ -15,8 +15,8 @@ import pytest
 
 from shared.app.loader import registered_apps
 from shared.cli import main as cli
-from shared.ops.processes import free_port
-from shared.runtime.durations import FORM
+from shared.durations import FORM
+from shared.processes import free_port
 from shared.settings import REPO_ROOT, PlatformSettings, SettingsError, load
 
 MISTAKE_S = 10.0  # the line comes this soon: no broker probe, no JVM

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.runtime.checkpoint_check import OutputMismatch
+from shared.checkpoint.damage import OutputMismatch
 from shared.sink import SinkConfig
 from shared.sink.ledger import BatchIdentity
 from shared.sink.markers import check_markers_first, reconcile

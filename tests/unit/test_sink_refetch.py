@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from shared.kafka.kafka_io import MAX_RECORD_BYTES, OMITTED_HEADER, REFETCH_HEADER
 from shared.keyed.bucketed.envelopes import ENVELOPE_SCHEMA, EnvelopeSpec, Route
 from shared.keyed.bucketed.spec import (
     SOURCE_HEADERS,
@@ -17,7 +18,6 @@ from shared.keyed.bucketed.spec import (
     SOURCE_VALUE,
     STAGE_COLUMN,
 )
-from shared.runtime.kafka_io import MAX_RECORD_BYTES, OMITTED_HEADER, REFETCH_HEADER
 from shared.sink.refetch import GONE_HEADER, refill, runs
 
 SPEC = EnvelopeSpec(app="t", key_column="k", routes={"out": Route("t.out", None)},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from shared.runtime.kafka_io import REASON_HEADER, STAGE_HEADER
+from shared.kafka.kafka_io import REASON_HEADER, STAGE_HEADER
 from shared.sink.side_records import SIDE_ARROW, side_records, side_rows
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))

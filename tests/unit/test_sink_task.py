@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from shared.runtime.checkpoint_check import OutputMismatch
-from shared.runtime.fault_plan import FaultPlan
-from shared.runtime.kafka_clients import KafkaConnection
+from shared.checkpoint.damage import OutputMismatch
+from shared.fault_plan import FaultPlan
+from shared.kafka.kafka_clients import KafkaConnection
 from shared.sink import SinkConfig, replay_skipped, skip_message, summarize, task
 from shared.sink.kafka import CallHung, produce, within
 from shared.sink.ledger import BatchIdentity

@@ -215,7 +215,7 @@ def test_a_wide_state_decodes_as_the_harness_holds_it() -> None:
     from apps.iot.app import IOT_APP
     from apps.iot.reference import DEVICE_TYPES
     from apps.iot.settings import IotSettings
-    from shared.runtime.durations import duration_ms
+    from shared.durations import duration_ms
 
     settings = IotSettings()
     processor = IOT_APP.keyed.processor(settings)

@@ -13,9 +13,9 @@ import pytest
 from apps.fraud.topics import FRAUD
 from shared.cli import demo
 from shared.cli import main as cli
-from shared.ops import topics as topic_admin
-from shared.ops.topics import TooFewBrokers, TopicSpec, provision, replication_factors
-from shared.runtime import kafka_clients
+from shared.kafka import kafka_clients
+from shared.kafka import topics as topic_admin
+from shared.kafka.topics import TooFewBrokers, TopicSpec, provision, replication_factors
 from shared.settings import PlatformSettings, from_env, load
 
 SPECS = {"p.in": TopicSpec("in", "app", "input"),  # 3 replicas, min ISR 2

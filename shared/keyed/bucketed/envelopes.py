@@ -9,7 +9,7 @@ sink input, ``topic, key, value, headers``:
 - dead letters (records rejected upstream by decoding or the quality gate, and keyless
   ones) and late records, each the original Kafka record unchanged, with headers naming
   the reason, the stage, the app and the source topic, partition, offset and timestamp
-  (the convention of shared/runtime/kafka_io.py's ``dead_letter_envelopes``). A record
+  (the convention of shared/kafka/kafka_io.py's ``dead_letter_envelopes``). A record
   rejected upstream arrives with its original key, value and headers (``SOURCE_KEY`` ...)
   and leaves with them; one accepted upstream arrives without them (the pipeline does
   not shuffle them) and leaves marked, with no value, for the sink to read them back
@@ -32,17 +32,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from shared.keyed.bucketed.spec import (
-    SOURCE_HEADERS,
-    SOURCE_KEY,
-    SOURCE_OFFSET,
-    SOURCE_PARTITION,
-    SOURCE_TIMESTAMP,
-    SOURCE_VALUE,
-    STAGE_COLUMN,
-)
-from shared.runtime.json_encode import json_objects
-from shared.runtime.kafka_io import (
+from shared.kafka.json_encode import json_objects
+from shared.kafka.kafka_io import (
     APP_HEADER,
     REASON_HEADER,
     REFETCH_HEADER,
@@ -52,6 +43,15 @@ from shared.runtime.kafka_io import (
     SOURCE_TOPIC_HEADER,
     STAGE_HEADER,
     within_limit,
+)
+from shared.keyed.bucketed.spec import (
+    SOURCE_HEADERS,
+    SOURCE_KEY,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TIMESTAMP,
+    SOURCE_VALUE,
+    STAGE_COLUMN,
 )
 
 ENVELOPE_SCHEMA = StructType([

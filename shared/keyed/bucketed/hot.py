@@ -21,6 +21,7 @@ from shared.keyed.bucketed.keys import find_rows, key_index, key_values, table_k
 from shared.keyed.bucketed.segments import (
     COLD_HISTORY,
     IN_COLD,
+    ColdSegment,
     empty_segment,
     hot_key_schema,
     ints,
@@ -138,6 +139,21 @@ class HotSegment:
     @cached_property
     def tomb_cold_history(self) -> np.ndarray:
         return ints(self.tombs_table, COLD_HISTORY)
+
+    def shadows(self, cold: ColdSegment) -> np.ndarray:
+        """Whether each of ``cold``'s rows is replaced (or deleted) by this segment: its
+        rows marked in_cold and its tombstones."""
+        shadowed = np.zeros(cold.key_count, dtype=bool)
+        for table, rows in ((self.table, np.flatnonzero(self.in_cold)),
+                            (self.tombs_table, np.arange(self.tombs_table.num_rows))):
+            if len(rows):
+                wanted = [table.column(n).take(rows).to_numpy(zero_copy_only=False)
+                          for n in cold.key_columns]
+                hashes = ints(table, KEY_HASH_COLUMN)[rows]
+                position = find_rows(cold.hashes, None, cold.table, cold.key_columns, hashes,
+                                     wanted)
+                shadowed[position[position >= 0]] = True
+        return shadowed
 
     def rows_of(self, keys: pd.Index, hashes: np.ndarray) -> np.ndarray:
         """Rows of ``keys`` (whose hashes are ``hashes``), -1 where absent."""

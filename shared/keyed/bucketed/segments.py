@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -37,9 +36,6 @@ from shared.keyed.bucketed.keys import (
 )
 from shared.keyed.bucketed.spec import DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
 from shared.keyed.bucketed.tables import arrow_table, to_frame
-
-if TYPE_CHECKING:
-    from shared.keyed.bucketed.hot import HotSegment
 
 IN_COLD = "keyed_in_cold"  # hot key that shadows a key of the cold segment
 HISTORY_N = "keyed_history_n"  # a cold key's history entries
@@ -157,21 +153,6 @@ class ColdSegment:
 
     def history_counts(self, positions: np.ndarray) -> np.ndarray:
         return self.offsets[positions + 1] - self.offsets[positions]
-
-    def shadowed(self, hot: HotSegment) -> np.ndarray:
-        """Whether each cold row is replaced (or deleted) by the hot segment: its rows
-        marked in_cold and its tombstones."""
-        shadowed = np.zeros(self.key_count, dtype=bool)
-        for table, rows in ((hot.table, np.flatnonzero(hot.in_cold)),
-                            (hot.tombs_table, np.arange(hot.tombs_table.num_rows))):
-            if len(rows):
-                wanted = [table.column(n).take(rows).to_numpy(zero_copy_only=False)
-                          for n in self.key_columns]
-                hashes = ints(table, KEY_HASH_COLUMN)[rows]
-                position = find_rows(self.hashes, None, self.table, self.key_columns, hashes,
-                                     wanted)
-                shadowed[position[position >= 0]] = True
-        return shadowed
 
 
 _EMPTY: dict[tuple[type, BucketedSpec], object] = {}

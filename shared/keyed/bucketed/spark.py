@@ -37,6 +37,7 @@ from shared.keyed.bucketed.codec import (
     load,
 )
 from shared.keyed.bucketed.core import BatchClock
+from shared.keyed.bucketed.driver_worker import quiet_driver_worker
 from shared.keyed.bucketed.envelopes import EnvelopeSpec, envelope_rows
 from shared.keyed.bucketed.figures import BucketFigures, StateFigures
 from shared.keyed.bucketed.portable import restored_header
@@ -60,7 +61,6 @@ from shared.keyed.bucketed.tables import (
     control_from_state,
     control_to_state,
 )
-from shared.runtime.driver_worker import quiet_driver_worker
 
 quiet_driver_worker()  # imported there when Spark unpickles the processor
 

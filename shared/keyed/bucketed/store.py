@@ -219,7 +219,7 @@ def shadow(cold: ColdSegment, hot: HotSegment) -> np.ndarray:
         return np.empty(0, dtype=np.int64)
     if hot.shadow is not None and hot.shadow_of is not None and hot.shadow_of() is cold:
         return hot.shadow
-    return np.flatnonzero(cold.shadowed(hot))
+    return np.flatnonzero(hot.shadows(cold))
 
 
 def compact(cold: ColdSegment, hot: HotSegment, spec: BucketedSpec) -> ColdSegment:

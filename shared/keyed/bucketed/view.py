@@ -116,7 +116,7 @@ def bucket_summary(spec: BucketedSpec, buckets: int, bucket: int, header: tuple,
     last = []
     if cold_segment is not None:
         kept = (cold_segment.keys if hot_segment is None else
-                cold_segment.keys[~cold_segment.shadowed(hot_segment)])
+                cold_segment.keys[~hot_segment.shadows(cold_segment)])
         last.append(kept[LAST_EVENT_MS].to_numpy(dtype=np.int64))
     if hot_segment is not None:
         last.append(hot_segment.keys[LAST_EVENT_MS].to_numpy(dtype=np.int64))

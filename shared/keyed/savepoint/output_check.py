@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 
+from shared.checkpoint.damage import OutputMismatch
+from shared.kafka.kafka_clients import admin_client, connection
 from shared.keyed.savepoint.manifest import Manifest
-from shared.runtime.checkpoint_check import OutputMismatch
-from shared.runtime.kafka_clients import admin_client, connection
 from shared.sink import SinkConfig, names
 from shared.sink.ledger import earlier_writers
 from shared.sink.markers import newest_committed, read_markers

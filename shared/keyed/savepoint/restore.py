@@ -18,6 +18,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from shared.checkpoint.logs import has_started, read_text, write_text
 from shared.keyed.bucketed.apply import named_bucket
 from shared.keyed.bucketed.portable import initial_values, pack
 from shared.keyed.bucketed.spark import Restored
@@ -26,7 +27,7 @@ from shared.keyed.bucketed.store import LAYOUT
 from shared.keyed.bucketed.tables import control_to_state
 from shared.keyed.savepoint.manifest import MANIFEST_FILE, Manifest, SavepointError
 from shared.keyed.savepoint.output_check import check_restore_output
-from shared.runtime.checkpoint import has_started, read_text, write_text
+from shared.keyed.state_layout import app_bucket_labels
 
 RESTORE_FILE = "statewise-restore.json"
 _PACKED_TYPES = {"keys_ipc": pa.binary(), "history_ipc": pa.binary()}
@@ -129,8 +130,6 @@ def prepare_restore(spark: SparkSession, app, settings, checkpoint: str, path: s
         raise SavepointError("the app's settings differ from the savepoint's: "
                              f"{'; '.join(changes)} (--accept-settings-change to restore "
                              "anyway)")
-    from shared.runtime.runner import bucket_labels
-
     spec = app.keyed.processor(settings).spec
     if manifest.state_version > spec.state_version:
         raise SavepointError(f"{path} holds state version {manifest.state_version}, newer "
@@ -140,6 +139,6 @@ def prepare_restore(spark: SparkSession, app, settings, checkpoint: str, path: s
                          app.topics.dead_letter.qualified(settings.topic_prefix), reprocess)
     record_restore(spark, checkpoint, path, manifest)
     # Recorded for the new B; a retry on this checkpoint keeps what its first try recorded.
-    labels = bucket_labels(spark, app, settings, checkpoint)
+    labels = app_bucket_labels(spark, app, settings, checkpoint)
     state = initial_state(spark, path, spec, len(labels), labels, manifest.state_version)
     return RestoreInput(manifest, state)

@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from shared.checkpoint.logs import read_text, write_text
 from shared.keyed.bucketed.core import merge_control
 from shared.keyed.bucketed.portable import ENTRIES, key_rows, key_schema
 from shared.keyed.bucketed.read import latest_commit, state_at
@@ -44,7 +45,6 @@ from shared.keyed.savepoint.manifest import (
 )
 from shared.keyed.savepoint.restore import restored_from
 from shared.keyed.state_layout import checkpoint_buckets
-from shared.runtime.checkpoint import read_text, write_text
 
 _VALUES = {HEADER_STATE: "header", HOT_STATE: "hot", COLD_STATE: "cold"}
 

@@ -5,7 +5,7 @@ The app reads its settings from environment variables, as everywhere: the driver
 the platform settings a cluster needs (the in-cluster master, Kafka, the shared volume
 for checkpoints and metrics) and the Kafka password by reference to the KafkaUser's
 Secret, never by value. Executors get no Kafka secret: the driver hands the sink its
-connection, and the Spark source its options (shared/runtime/kafka_clients.py). Both
+connection, and the Spark source its options (shared/kafka/kafka_clients.py). Both
 mount the shared volume (executors write the RocksDB state store to the checkpoint) and
 the brokers' CA (the Kafka clients on the executors open it).
 

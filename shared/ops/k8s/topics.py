@@ -9,9 +9,9 @@ from typing import Any
 
 from shared.app.definition import AppDefinition
 from shared.app.input_timestamps import provisioned_topics
+from shared.kafka.topics import TopicSpec
 from shared.ops.k8s.labels import app_labels, checked_name
 from shared.ops.k8s.settings import K8sSettings
-from shared.ops.topics import TopicSpec
 
 API_VERSION = "kafka.strimzi.io/v1"  # the only version Strimzi 1.2 serves
 CLUSTER_LABEL = "strimzi.io/cluster"  # the Kafka cluster whose topic operator owns it

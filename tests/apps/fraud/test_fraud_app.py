@@ -13,7 +13,7 @@ import pytest
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
-from shared.runtime.kafka_io import REASON_HEADER
+from shared.kafka.kafka_io import REASON_HEADER
 from shared.runtime.runner import start
 from shared.settings import PlatformSettings
 from shared.testing.kafka_tools import read_all, send_json

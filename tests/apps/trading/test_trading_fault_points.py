@@ -21,8 +21,8 @@ from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
 from apps.trading.oracle_check import compare_run
 from apps.trading.topics import TRADING
 from shared.generation.producer import send_all
-from shared.ops.processes import alive
-from shared.runtime.kafka_clients import tuned_producer
+from shared.kafka.kafka_clients import tuned_producer
+from shared.processes import alive
 from shared.sink import replay_skipped
 from shared.testing.chaos import catch_up, committed_batches
 

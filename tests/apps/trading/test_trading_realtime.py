@@ -105,7 +105,7 @@ def test_builder_in_batch_mode_equals_the_oracle(spark, request):
         scales_frame,
     )
     from apps.trading.realtime import bars as bar_updates
-    from shared.runtime.kafka_io import parse
+    from shared.kafka.kafka_io import parse
     from shared.runtime.runner import quality_gate
 
     # Midday of today's whole-day session: near its close and open (midnight UTC) the

@@ -11,7 +11,7 @@ from apps.trading.app import TRADING_APP
 from apps.trading.realtime import TRADING_REALTIME, BarRules
 from apps.trading.settings import TradingSettings
 from apps.trading.topics import TRADING, TRADING_BAR
-from shared.cli.main import run_app_main
+from shared.cli.run import run_app_main
 from shared.runtime.realtime_runner import (
     local_slots,
     realtime_app,

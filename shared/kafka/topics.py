@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 )
 from pyspark.sql.types import DataType, StructField, StructType
 
-from shared.runtime.kafka_clients import KafkaTarget, admin_client, connection
+from shared.kafka.kafka_clients import KafkaTarget, admin_client, connection
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def absent_topics(settings, specs: Iterable[TopicSpec], timeout_s: float = 10.0)
     """The topics of ``specs`` (under the settings' prefix) that the settings' Kafka does
     not list: gone, or not visible to the principal. [] when the cluster does not answer
     within ``timeout_s``: a broker away is what a restart waits out."""
-    from shared.runtime import kafka_clients
+    from shared.kafka import kafka_clients
 
     try:
         listed = kafka_clients.admin_client(settings, log_level=0).list_topics(
@@ -199,7 +199,7 @@ def provision_on(settings, specs: Iterable[TopicSpec]) -> list[str]:
     """:func:`provision` on the settings' Kafka, under their topic prefix, fewer replicas
     allowed as they say (STATEWISE_ALLOW_FEWER_REPLICAS): what the commands and runners
     do before they start."""
-    from shared.runtime import kafka_clients
+    from shared.kafka import kafka_clients
 
     return provision(kafka_clients.admin_client(settings), list(specs), settings.topic_prefix,
                      allow_fewer_replicas=settings.allow_fewer_replicas)

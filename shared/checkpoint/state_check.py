@@ -12,7 +12,7 @@ is read before it. transformWithState keeps its operator metadata in
 What is cheap to see is checked: a snapshot is read whole when small (its zip CRCs, its
 SST list against ``SSTs/``), a changelog only at its end (lz4 streams end with an end
 mark; a cut file does not). Damage inside a changelog is found by Spark when it replays
-it (checkpoint_check.damage_in).
+it (check.damage_in).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import re
 import zipfile
 import zlib
 
-from shared.runtime.checkpoint_check import damaged, read_log
-from shared.runtime.checkpoint_files import CheckpointFiles, Entry, UnreadableFile
+from shared.checkpoint.damage import damaged, read_log
+from shared.checkpoint.files import CheckpointFiles, Entry, UnreadableFile
 
 _VERSIONED = re.compile(r"^(\d+)(?:_[0-9A-Za-z-]+)?\.(zip|changelog)$")
 _OWN_FOLDERS = {"SSTs", "_metadata", "_stateSchema"}

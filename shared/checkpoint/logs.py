@@ -7,7 +7,7 @@ import json
 
 from pyspark.sql import SparkSession
 
-from shared.runtime.owner_only import FILE_MODE
+from shared.checkpoint.owner_only import FILE_MODE
 
 
 def read_text(spark: SparkSession, path: str) -> str | None:
@@ -48,7 +48,7 @@ def query_id(spark: SparkSession, checkpoint: str) -> str:
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:
     """Write a (small) file whole, replacing it; on a local filesystem its owner's only
-    (Hadoop makes it 0o644; shared/runtime/owner_only.py)."""
+    (Hadoop makes it 0o644; shared/checkpoint/owner_only.py)."""
     jvm = spark.sparkContext._jvm
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())

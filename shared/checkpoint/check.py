@@ -4,7 +4,7 @@ Spark finds some damage only once a batch runs and some never: a missing commit 
 it re-run or skip batches with a warning, a missing ``metadata`` file gives the query a
 new id (and so a new transactional writer). Run before the query, this check reads the
 newest offsets and commits and the metadata, then each state store's files for the
-version Spark will load (checkpoint_state_check.py). Damage raises
+version Spark will load (state_check.py). Damage raises
 :class:`CheckpointDamaged`, naming the file, what is wrong and the way out; the command
 line exits with :data:`DO_NOT_RESTART`, so that a supervisor does not restart the app on
 the same damage again and again. Damage Spark finds only when it reads a file's content
@@ -21,36 +21,13 @@ import logging
 import re
 from dataclasses import dataclass
 
-from shared.runtime.checkpoint_files import CheckpointFiles, UnreadableFile, full_path
+from shared.checkpoint.damage import CheckpointDamaged, batch_ids, damaged, read_log
+from shared.checkpoint.files import CheckpointFiles, UnreadableFile
+from shared.checkpoint.state_check import check_state
 
 log = logging.getLogger(__name__)
 
-# sysexits' EX_CONFIG: the input is wrong, a restart cannot help (docs/operations.md).
-DO_NOT_RESTART = 78
-_VERSION_LINE = re.compile(r"^v\d+$")
 _VERSIONED_FILE = re.compile(r"^\d+(_[0-9A-Za-z-]+)?\.(zip|changelog|delta|snapshot)$")
-
-
-class OutputMismatch(RuntimeError):
-    """The checkpoint and the sink's output disagree (shared/sink/task.py): writing or
-    skipping the batch would lose or double records, so the query stops instead."""
-
-
-class CheckpointDamaged(Exception):
-    """A checkpoint file Spark would read on restart is missing or corrupt."""
-
-    def __init__(self, file: str, problem: str, app: str | None = None) -> None:
-        self.file, self.problem = file, problem
-        super().__init__(f"damaged checkpoint: {file}: {problem}. {way_out(app)}")
-
-
-def way_out(app: str | None) -> str:
-    name = app or "APP"
-    return ("A restart on it would fail again or run on wrong state: do not restart. "
-            f"Way out: restore the app from a savepoint (statewise restore {name} "
-            "--from SAVEPOINT), or start it on a new checkpoint (move this folder away "
-            "or set --checkpoint-dir) to read its input again from its starting offsets. "
-            "Keep the damaged folder for inspection")
 
 
 @dataclass(frozen=True)
@@ -67,8 +44,6 @@ def check_checkpoint(files: CheckpointFiles, app: str | None = None, deep: bool 
                      ) -> CheckedCheckpoint:
     """Raise CheckpointDamaged (naming ``app`` in the way out) or say what was checked.
     ``deep``: also read every changelog the restart replays whole (see damage_in)."""
-    from shared.runtime.checkpoint_state_check import check_state
-
     try:
         offsets, commits = batch_ids(files, "offsets"), batch_ids(files, "commits")
         if not offsets:
@@ -85,44 +60,6 @@ def check_checkpoint(files: CheckpointFiles, app: str | None = None, deep: bool 
             raise
         raise CheckpointDamaged(damage.file, damage.problem, app) from None
     return CheckedCheckpoint(newest, committed, version, stores)
-
-
-def damaged(files: CheckpointFiles, path: str, problem: str) -> CheckpointDamaged:
-    return CheckpointDamaged(full_path(files, path), problem)
-
-
-def batch_ids(files: CheckpointFiles, log_name: str) -> set[int]:
-    entries = files.listing(log_name) or {}
-    return {int(name) for name, e in entries.items() if name.isdigit() and not e.is_dir}
-
-
-def read_log(files: CheckpointFiles, path: str) -> list[dict | None]:
-    """A log file's JSON lines after its version line ("-" reads as None). Any version:
-    checkpoint format 2 writes commits as "v2", and reading them is Spark's business."""
-    try:
-        data = files.read(path)
-    except UnreadableFile as error:
-        raise damaged(files, path, f"cannot be read ({error})") from None
-    if not data:
-        raise damaged(files, path, "is empty (truncated when it was written?)")
-    try:
-        lines = data.decode("utf-8").rstrip("\n").split("\n")
-    except UnicodeDecodeError:
-        raise damaged(files, path, "is not text: corrupt") from None
-    if not _VERSION_LINE.match(lines[0]):
-        raise damaged(files, path, "does not start with a version line (v1): corrupt")
-    if len(lines) < 2:
-        raise damaged(files, path, "has nothing after its version line: truncated")
-    entries: list[dict | None] = []
-    for number, line in enumerate(lines[1:], start=2):
-        try:
-            entries.append(None if line == "-" else json.loads(line))
-        except ValueError:
-            raise damaged(files, path, f"line {number} is not JSON: corrupt or "
-                                       "truncated") from None
-    if not isinstance(entries[0], dict):
-        raise damaged(files, path, "line 2 is not a JSON object: corrupt")
-    return entries
 
 
 def _check_nothing_without_offsets(files: CheckpointFiles, commits: set[int]) -> None:

@@ -50,7 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from shared.ops.processes import descendants
+from shared.processes import descendants
 
 ENV_VAR = "STATEWISE_FAULTS"
 SCOPE_VAR = "STATEWISE_FAULTS_SCOPE"
@@ -186,7 +186,7 @@ def _hold(fault: Path, label: str) -> None:
 def _kill_jvm_tree(label: str) -> None:
     from pyspark import SparkContext
 
-    from shared.ops.processes import kill_tree
+    from shared.processes import kill_tree
 
     process = getattr(SparkContext._gateway, "proc", None)  # None: no JVM started here
     if process is None:

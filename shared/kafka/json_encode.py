@@ -4,7 +4,7 @@
 for the same frame once PySpark has turned it into Arrow (as transformWithStateInPandas
 does), as parsed values: one compact UTF-8 object per row, fields in ``columns``' order,
 null fields omitted (Spark's ``ignoreNullFields``). Each column's texts are made in one
-native call (shared/runtime/json_columns.py), then one Arrow ``binary_join_element_wise`` lays
+native call (shared/kafka/json_columns.py), then one Arrow ``binary_join_element_wise`` lays
 the rows out.
 
 Values, as Spark writes them:
@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.runtime.json_columns import Mask, column_text
+from shared.kafka.json_columns import Mask, column_text
 
 Part = tuple[str | pa.Array, Mask]
 

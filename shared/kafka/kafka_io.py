@@ -21,8 +21,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from shared.ops.topics import RecordSchema, TopicSpec
-from shared.runtime.kafka_clients import spark_options
+from shared.kafka.kafka_clients import spark_options
+from shared.kafka.topics import RecordSchema, TopicSpec
 from shared.settings import PlatformSettings
 
 SOURCE = "_source"  # struct column: the record's Kafka coordinates and raw bytes

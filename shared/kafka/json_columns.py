@@ -1,4 +1,4 @@
-"""The JSON texts of one pandas column, for ``shared.runtime.json_encode``: one native call per
+"""The JSON texts of one pandas column, for ``shared.kafka.json_encode``: one native call per
 column, Python per row only in the rare fallback below.
 
 orjson (its numpy serializer for numbers, its list serializer for strings) writes the

@@ -24,7 +24,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from shared.runtime.checkpoint_lock import local_folder
+from shared.checkpoint.lock import local_folder
 from shared.settings import PlatformSettings
 
 log = logging.getLogger(__name__)
