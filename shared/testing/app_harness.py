@@ -23,6 +23,7 @@ from shared.app.definition import AppDefinition
 from shared.durations import duration_ms
 from shared.kafka.kafka_io import EVENT_TIME
 from shared.keyed.bucketed import BucketedHarness
+from shared.keyed.bucketed.spark import Restored
 from shared.testing.record_gate import INTEGER_TYPES, RecordGate
 
 # A record as a test gives it: a Kafka value (bytes or text), its JSON already parsed
@@ -40,9 +41,12 @@ class AppHarness:
     """Feeds batches of records (and control records) to an app's keyed operator.
 
     ``buckets``: 8 unless said; in memory the bucket count changes no per-key result,
-    only how the work is cut (a test of bucketing passes several)."""
+    only how the work is cut (a test of bucketing passes several). ``restored``: a
+    harness started from a savepoint (its first batch gets the initial state:
+    shared/testing/savepoint_memory.py)."""
 
-    def __init__(self, app: AppDefinition, settings: Any = None, *, buckets: int = 8) -> None:
+    def __init__(self, app: AppDefinition, settings: Any = None, *, buckets: int = 8,
+                 restored: Restored | None = None) -> None:
         if app.keyed is None:
             raise ValueError(
                 f"app {app.name!r} declares a builder, not a keyed operator: only Spark runs it"
@@ -53,7 +57,8 @@ class AppHarness:
         self.lateness_ms = duration_ms(app.allowed_lateness(self.settings))
         self.processor = app.keyed.processor(self.settings)
         self.engine = BucketedHarness(
-            self.processor, buckets=buckets, watermark_delay_ms=self.lateness_ms
+            self.processor, buckets=buckets, watermark_delay_ms=self.lateness_ms,
+            restored=restored,
         )
         self.fed: list[Given] = []  # every record the operator got, as given, in order
         self._gate_rejected: list[Rejected] = []
@@ -81,10 +86,12 @@ class AppHarness:
         processing_time_ms: int | None = None,
         idle_after: bool = True,
         timestamps_ms: Sequence[int] | None = None,
+        initial_state: dict[int, dict] | None = None,
     ) -> pd.DataFrame:
         """The processor's output rows of one micro-batch (every route), and with
         ``idle_after`` those of the no-data batch after it (BucketedHarness.run_batch).
-        ``timestamps_ms``: the records' Kafka timestamps, for the event-time bound."""
+        ``timestamps_ms``: the records' Kafka timestamps, for the event-time bound.
+        ``initial_state``: a restore's, for its first batch (BucketedHarness.run_batch)."""
         stamps = [None] * len(records) if timestamps_ms is None else timestamps_ms
         decoded = self._screened(records, stamps)
         control = self._screened_control(control or [])
@@ -92,7 +99,8 @@ class AppHarness:
         # Every record set aside: still a batch, whose due timers fire.
         rows = self._frame(decoded) if decoded else None
         return self.engine.run_batch(
-            rows, controls, processing_time_ms=processing_time_ms, idle_after=idle_after
+            rows, controls, processing_time_ms=processing_time_ms, idle_after=idle_after,
+            initial_state=initial_state,
         )
 
     def advance_watermark(self, to_ms: int, processing_time_ms: int | None = None) -> pd.DataFrame:
