@@ -18,6 +18,8 @@ BENCHMARKS = {
                     "an 800k-row output batch to JSON: column by column vs per row"),
     "bucket_call": ("bench.bucket_call",
                     "one call of the bucketed keyed layer in memory, per app, bucket and rows"),
+    "rule_forms": ("bench.rule_forms",
+                   "fraud velocity in memory: the simple per-key rule vs the vectorised one"),
     "keyed_state": ("bench.keyed_state_throughput",
                     "the keyed-state layer alone: native vs per-key vs bucketed"),
     "trading_cost": ("bench.trading_processor_cost",

@@ -287,6 +287,15 @@ def fixed_rate_rows() -> list[str]:
     return rows
 
 
+def rule_forms_rows() -> list[str]:
+    r = _result("rule_forms")
+    if r is None:
+        return []
+    from bench.rule_forms import markdown
+
+    return ["### The two ways to write a rule (`python -m bench.rule_forms`)", "", *markdown(r)]
+
+
 def _captioned(caption: str, rows: list[str]) -> list[str]:
     """A table with its caption and the blank lines around it, or nothing without rows."""
     return [caption, "", *rows, ""] if rows else []
@@ -319,7 +328,7 @@ def render() -> str:
              *batch_parts_rows(SMALL_BATCH), "",
              *state_api_rows(), "",
              "### Keyed state alone (`python -m bench.keyed_state_throughput`)", "",
-             *keyed_state_rows(), "", *peers_rows(), "",
+             *keyed_state_rows(), "", *rule_forms_rows(), "", *peers_rows(), "",
              *_captioned("### Fixed rates and the sustainable rate, fraud velocity, every "
                          "contender exactly-once (`python -m bench.fixed_rate`)\n\n"
                          "Latency of a velocity alert: visible to a read_committed consumer -"
