@@ -71,7 +71,10 @@ class RulesProcessor(BucketedProcessor):
         if not len(fresh):
             return BucketUpdate(keys=keys, outputs=self._shape(outputs))
         fresh = fresh.assign(**self._fresh_event, **{DECIDED: False})
-        if not self._on_arrival:  # nothing runs before they are final: only keep them
+        if not self._on_arrival:  # nothing runs before they are final: only keep them,
+            # in order within each key, so that the history stays in order (no sort when
+            # they are final) once the layer groups it by key (a stable sort)
+            fresh = Events.of(fresh, self._key, self.keeps.tie_break, 0).rows
             kept = pd.concat([history, fresh], ignore_index=True)
             return BucketUpdate(keys=keys, outputs=self._shape(outputs),
                                 history=self.keeps.stored(kept))
@@ -93,11 +96,11 @@ class RulesProcessor(BucketedProcessor):
         event_ms = history[EVENT_MS].to_numpy()
         undecided = ~history[DECIDED].to_numpy(dtype=bool)
         timers = self._timers(state.keys, history, params)
-        due = timers is not None and bool((timers.to_numpy() <= watermark).any())
+        due = timers is not None and bool((timers <= watermark).any())
         if not due and not (undecided & (event_ms <= watermark)).any() and not (
                 ~undecided & (event_ms <= watermark - horizon_ms)).any():
             # Nothing to decide or trim: the state stays, each key wakes at its next.
-            return BucketUpdate.wake_only(self._wake_at(history, undecided, timers))
+            return BucketUpdate.wake_only(self._wake_at(state.keys, history, undecided, timers))
         events = self._events_from(history, horizon_ms)
         ready = np.flatnonzero(~events.column(DECIDED, bool) & (events.event_ms <= watermark))
         keys = state.keys.copy() if len(ready) or due else state.keys
@@ -107,7 +110,7 @@ class RulesProcessor(BucketedProcessor):
         undecided = ~entries[DECIDED].to_numpy(dtype=bool)
         return BucketUpdate(keys=keys, outputs=self._shape(outputs),
                             history=self.keeps.stored(entries),
-                            wake_at_ms=self._wake_at(entries, undecided,
+                            wake_at_ms=self._wake_at(keys, entries, undecided,
                                                      self._timers(keys, entries, params)))
 
     def _run(self, when: str, step: Step, due: bool = False) -> list[pd.DataFrame | None]:
@@ -134,26 +137,27 @@ class RulesProcessor(BucketedProcessor):
     def _timed(self) -> bool:
         return any(type(rule).wake_at is not Rule.wake_at for rule in self.rules)
 
-    def _timers(self, keys: pd.DataFrame, kept: pd.DataFrame, params: Any) -> pd.Series | None:
-        """Per key, the earliest timer a final rule asks for (None: none)."""
+    def _timers(self, keys: pd.DataFrame, kept: pd.DataFrame, params: Any) -> np.ndarray | None:
+        """Per key of ``keys`` (in its order), the earliest timer a final rule asks for
+        (NaN: none), or None when no rule asks for one."""
         asked = [rule.wake_at(keys, kept, params) for rule in self.rules if rule.when == FINAL]
-        asked = [a for a in asked if a is not None and len(a)]
-        if not asked:
-            return None
-        return asked[0] if len(asked) == 1 else pd.concat(asked).groupby(level=0, sort=False).min()
+        asked = [a.reindex(keys.index).to_numpy(np.float64) for a in asked if a is not None]
+        return np.fmin.reduce(asked) if asked else None
 
     def _first_deliveries(self, events: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
         """Each event once: repeats within the batch and events already kept dropped.
         The first id column alone finds the few candidates (one hash lookup per event);
         only those are compared on the key and every id column."""
         ids = [self._key, *self.keeps.ids]
-        events = events.drop_duplicates(subset=ids)
+        repeated = _repeated(events, ids)
+        events = events[~repeated] if repeated.any() else events
         if not len(history) or not len(events):
             return events
         maybe = events[ids[1]].isin(history[ids[1]]).to_numpy()
         if not maybe.any():
             return events
-        kept = pd.MultiIndex.from_frame(history[ids])
+        candidates = history[history[ids[1]].isin(events[ids[1]][maybe]).to_numpy()]
+        kept = pd.MultiIndex.from_frame(candidates[ids])
         repeat = np.zeros(len(events), dtype=bool)
         repeat[maybe] = pd.MultiIndex.from_frame(events[ids][maybe]).isin(kept)
         return events[~repeat]
@@ -203,13 +207,26 @@ class RulesProcessor(BucketedProcessor):
             keep |= (from_last < reach.events) & (events.event_ms > watermark - reach.ms)
         return keep
 
-    def _wake_at(self, entries: pd.DataFrame, undecided: np.ndarray,
-                 timers: pd.Series | None) -> pd.Series:
+    def _wake_at(self, keys: pd.DataFrame, entries: pd.DataFrame, undecided: np.ndarray,
+                 timers: np.ndarray | None) -> pd.Series:
         """Per key, its earliest undecided event or timer: when the key must be woken."""
         waiting = entries[undecided].groupby(self._key, sort=False)[EVENT_MS].min()
         if timers is None:
             return waiting
-        return pd.concat([waiting, timers]).groupby(level=0, sort=False).min()
+        return pd.Series(np.fmin(waiting.reindex(keys.index).to_numpy(np.float64), timers),
+                         index=keys.index)
+
+
+def _repeated(events: pd.DataFrame, ids: list[str]) -> np.ndarray:
+    """Whether each row repeats the ``ids`` of an earlier one: the columns numbered
+    together as one integer (one hash pass each), not compared as tuples built per row."""
+    code, size = np.zeros(len(events), dtype=np.int64), 1
+    for name in ids:
+        codes, uniques = pd.factorize(events[name].to_numpy())
+        code, size = code * max(len(uniques), 1) + codes, size * max(len(uniques), 1)
+        if size >= 2**62:  # the combined number would overflow: compare the tuples
+            return events.duplicated(subset=ids).to_numpy()
+    return pd.Index(code).duplicated()
 
 
 def _joined(outputs: list[pd.DataFrame | None]) -> pd.DataFrame | None:
