@@ -137,13 +137,15 @@ CONTROL_PARAMS = tuple(
 
 def with_control(params: RuleParams, ctx: BucketContext) -> RuleParams:
     """``params`` with the bucket's latest threshold overrides."""
-    if ctx.control.empty:
-        return params
+    return params if ctx.control.empty else replace(params, levels=levels(ctx))
+
+
+def levels(ctx: BucketContext) -> pd.DataFrame:
+    """Raise and clear level per "<device_type>:<metric>", the bucket's overrides applied."""
     values = {name: ctx.control_value(name, "value", None)
               for kind, metric in THRESHOLDS for name in (
                   param(RAISE, kind, metric), param(CLEAR, kind, metric))}
-    return replace(params, levels=_levels({k: float(v) for k, v in values.items()
-                                           if v is not None}))
+    return _levels({k: float(v) for k, v in values.items() if v is not None})
 
 
 def _levels(overrides: dict[str, float]) -> pd.DataFrame:
