@@ -3,13 +3,13 @@ alerts and dead letters out.
 
 The shared runner (shared/runtime/runner.py) reads Kafka, decodes, applies the data-quality
 gate and the watermark and feeds every reading to the app's keyed operator, whose
-outputs it writes exactly once. The
-rules (docs/iot-rules.md) run in one bucketed, vectorised stateful operator keyed by
-device (apps/iot/processor.py): devices are hashed into ``state_buckets`` buckets, each
-bucket's devices one pandas table. Its one output stream is routed per row to
-``iot.aggregates`` (key device|metric|interval: the compacted topic keeps the latest row
-per device, metric and interval), ``iot.alerts`` (key device) and ``iot.dead-letter``
-(readings outside their metric's physical range or whose seq went backwards).
+outputs it writes exactly once. The operator keeps each device's readings
+(apps/iot/devices.py) and runs every rule of apps/iot/rules/ (docs/iot-rules.md) over
+them (shared/keyed/rules): devices are hashed into ``state_buckets`` buckets, and a
+batch works on the devices it touches. Its one output stream is routed per row to
+``iot.aggregates`` (key device|metric: the compacted topic keeps the latest record per
+device and metric), ``iot.alerts`` (key device) and ``iot.dead-letter`` (readings
+outside their metric's physical range or whose seq went backwards).
 """
 
 from __future__ import annotations
@@ -17,19 +17,22 @@ from __future__ import annotations
 from datetime import timedelta
 
 from apps.iot.demo import IOT_DEMO
-from apps.iot.device_state import INPUT_COLUMNS
-from apps.iot.outputs import AGGREGATES, ALERTS
-from apps.iot.processor import IotProcessor
+from apps.iot.devices import INPUT_COLUMNS, devices, readings
+from apps.iot.outputs import AGGREGATES, ALERTS, shaped
 from apps.iot.produce import IOT_GENERATOR
 from apps.iot.quality import reading_suite
-from apps.iot.settings import IotSettings
-from apps.iot.thresholds import CONTROL_PARAMS
+from apps.iot.screening import split_out_of_range
+from apps.iot.settings import CONTROL_PARAMS, IotSettings, RuleParams, with_control
 from apps.iot.topics import IOT
 from shared.app.definition import AppDefinition, KeyedOperator
+from shared.keyed.rules import RulesProcessor
+from shared.keyed.rules.discover import rules_in
 
 
-def processor(settings: IotSettings) -> IotProcessor:
-    return IotProcessor(settings)
+def processor(settings: IotSettings) -> RulesProcessor:
+    return RulesProcessor(devices(settings), rules_in("apps.iot.rules"),
+                          RuleParams.from_settings(settings), events_of=readings,
+                          screen=split_out_of_range, shape=shaped, with_control=with_control)
 
 
 IOT_APP = AppDefinition(

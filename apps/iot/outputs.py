@@ -21,7 +21,6 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from apps.iot.rolling import Windows
 from apps.iot.topics import IOT
 from shared.kafka.json_encode import json_arrays, json_objects
 from shared.keyed.bucketed.output_frame import output_frame
@@ -60,9 +59,10 @@ def shaped(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
 
 
 def aggregate_frame(series_device: np.ndarray, series_metric: np.ndarray,
-                    per_interval: list[tuple[int, Windows]]) -> pd.DataFrame | None:
+                    per_interval: list) -> pd.DataFrame | None:
     """One row per (series, tick) that any interval has a window for, its ``windows``
-    the JSON array of those intervals' figures (in ``per_interval``'s order)."""
+    the JSON array of those intervals' figures: ``per_interval`` holds (interval_s,
+    windows) pairs (shared/keyed/rules/slices.py ``Windows``), shortest first."""
     present = [(s, w) for s, w in per_interval if len(w.tick_ms)]
     if not present:
         return None
@@ -71,8 +71,9 @@ def aggregate_frame(series_device: np.ndarray, series_metric: np.ndarray,
     rows = np.unique(np.concatenate(codes))  # sorted by (series, tick): deterministic
     elements = []
     for (interval_s, w), code in zip(present, codes, strict=True):
-        figures = pd.DataFrame({"interval_s": interval_s, "count": w.count,
-                                "avg": w.sums / w.count, "min": w.low, "max": w.high})
+        f = w.figures
+        figures = pd.DataFrame({"interval_s": interval_s, "count": f["n"],
+                                "avg": f["total"] / f["n"], "min": f["low"], "max": f["high"]})
         objects = json_objects(figures, FIGURES)
         at = np.full(len(rows), -1, dtype=np.int64)
         at[np.searchsorted(rows, code)] = np.arange(len(code))

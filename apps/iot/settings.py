@@ -1,10 +1,19 @@
-"""The iot app's settings: rolling intervals, alert timing, state bounds (flags or IOT_*)."""
+"""The iot app's settings: rolling intervals, alert timing, state bounds (flags or IOT_*),
+and the rules' parameters made of them, alert thresholds (apps/iot/reference.py)
+overridden by the control topic."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import reduce
+from math import gcd
 
+import pandas as pd
+
+from apps.iot.reference import METRIC_BY_NAME, THRESHOLDS
+from shared.app.control import ControlParam
 from shared.durations import SparkDuration
+from shared.keyed.bucketed import BucketContext
 from shared.settings import AtLeast, AtLeastNumber, Checked, PlatformSettings, setting
 
 
@@ -82,3 +91,69 @@ class IotSettings(PlatformSettings):
     @property
     def idle_expiry_ms(self) -> int:
         return int(self.device_idle_expiry_h * 3_600_000)
+
+
+@dataclass(frozen=True, eq=False)
+class RuleParams:
+    """Every rule's parameters, in the units the rules compute with (ms), and the alert
+    levels with the bucket's control records applied (:func:`with_control`)."""
+
+    intervals_ms: tuple[int, ...]  # shortest first
+    cadence_ms: int
+    slice_ms: int  # every interval and the cadence are whole numbers of slices
+    hot_ms: int
+    gap_ms: int
+    expiry_ms: int
+    levels: pd.DataFrame  # raise_above, clear_below per "<device_type>:<metric>"
+
+    @classmethod
+    def from_settings(cls, s: IotSettings) -> RuleParams:
+        intervals_ms = tuple(i * 1000 for i in s.intervals_s)
+        return cls(intervals_ms, s.cadence_ms, reduce(gcd, intervals_ms, s.cadence_ms),
+                   s.hot_duration_ms, s.offline_gap_ms, s.idle_expiry_ms, _levels({}))
+
+
+# Thresholds change at run time through control records ``{"param": "<level>:<device_type>:
+# <metric>", "value": x, "version": n}``, ``<level>`` raise_above or clear_below, e.g.
+# ``raise_above:thermostat:temperature_c``. Every bucket keeps the latest version per param
+# (shared/keyed/rules/params.py), so a change applies from the next micro-batch on and
+# survives a restart. A param naming no known (type, metric) pair is kept but ignored; an
+# override that would put the raise level below the clear level is ignored too (the pair
+# keeps its defaults), so hysteresis can never flap.
+RAISE, CLEAR = "raise_above", "clear_below"
+
+
+def param(level: str, device_type: str, metric: str) -> str:
+    return f"{level}:{device_type}:{metric}"
+
+
+# What ``statewise control iot PARAM VALUE`` takes: either level of each known pair,
+# within its metric's physical range (a level outside it could never be crossed).
+CONTROL_PARAMS = tuple(
+    ControlParam(param(level, kind, metric), METRIC_BY_NAME[metric].min,
+                 METRIC_BY_NAME[metric].max, unit=METRIC_BY_NAME[metric].unit)
+    for kind, metric in THRESHOLDS for level in (RAISE, CLEAR))
+
+
+def with_control(params: RuleParams, ctx: BucketContext) -> RuleParams:
+    """``params`` with the bucket's latest threshold overrides."""
+    return params if ctx.control.empty else replace(params, levels=levels(ctx))
+
+
+def levels(ctx: BucketContext) -> pd.DataFrame:
+    """Raise and clear level per "<device_type>:<metric>", the bucket's overrides applied."""
+    values = {name: ctx.control_value(name, "value", None)
+              for kind, metric in THRESHOLDS for name in (
+                  param(RAISE, kind, metric), param(CLEAR, kind, metric))}
+    return _levels({k: float(v) for k, v in values.items() if v is not None})
+
+
+def _levels(overrides: dict[str, float]) -> pd.DataFrame:
+    rows = []
+    for (kind, metric), limit in THRESHOLDS.items():
+        raise_above = overrides.get(param(RAISE, kind, metric), limit.raise_above)
+        clear_below = overrides.get(param(CLEAR, kind, metric), limit.clear_below)
+        if raise_above < clear_below:  # would flap: keep the defaults
+            raise_above, clear_below = limit.raise_above, limit.clear_below
+        rows.append((f"{kind}:{metric}", raise_above, clear_below))
+    return pd.DataFrame(rows, columns=["pair", "raise_above", "clear_below"]).set_index("pair")

@@ -16,7 +16,7 @@ import pytest
 
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings, Thresholds
-from apps.iot import thresholds as iot_thresholds
+from apps.iot import settings as iot_thresholds
 from apps.iot.app import IOT_APP
 from shared.cli import main as cli
 from shared.kafka.topics import BrokerUnreachable, require_broker

@@ -15,7 +15,7 @@ import pytest
 
 from apps.fraud.app import FRAUD_APP
 from apps.fraud.settings import FraudSettings, Thresholds
-from apps.iot import thresholds as iot_thresholds
+from apps.iot import settings as iot_thresholds
 from shared.app.control import ControlParam
 from shared.app.loader import registered_apps
 from shared.cli import main as cli

@@ -4,11 +4,12 @@ wake-ups) on the bucketed engine (shared/keyed/bucketed). See rule.py for the tw
 to write a rule."""
 
 from shared.keyed.rules.events import EVENT_MS, Events, ends_run, starts_run, sum_before
-from shared.keyed.rules.keeps import DECIDED, Keeps
+from shared.keyed.rules.keeps import DECIDED, Keeps, StoredNames
 from shared.keyed.rules.params import PARAM_CONTROL, overridden
 from shared.keyed.rules.processor import RulesProcessor
 from shared.keyed.rules.rule import ARRIVAL, FINAL, Field, KeyEvents, KeyRule, Reach, Rule, Step
 
 __all__ = ["ARRIVAL", "DECIDED", "EVENT_MS", "FINAL", "PARAM_CONTROL", "Events", "Field",
-           "KeyEvents", "KeyRule", "Keeps", "Reach", "Rule", "RulesProcessor", "Step", "ends_run",
+           "KeyEvents", "KeyRule", "Keeps", "Reach", "Rule", "RulesProcessor", "Step",
+           "StoredNames", "ends_run",
            "overridden", "starts_run", "sum_before"]

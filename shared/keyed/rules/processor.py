@@ -5,7 +5,8 @@ On arrival (``update``): screen the rows, make them events, drop repeated delive
 defaults, and run the arrival rules over the keys that got events. When the watermark
 moves (``on_watermark``): run the final rules over the events it has passed, in event-
 time order, mark them decided, keep only what a rule's reach or the duplicate check
-still needs, and ask to be woken at each key's next undecided event.
+still needs, and ask to be woken at each key's next undecided event or the next timer a
+final rule asks for (``Rule.wake_at``); a due timer runs the final rules too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from shared.keyed.rules.params import overridden
 from shared.keyed.rules.rule import ARRIVAL, FINAL, Reach, Rule, Step
 
 Screen = Callable[[pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame | None]]
+Shape = Callable[[list[pd.DataFrame | None]], pd.DataFrame | None]
 
 
 class RulesProcessor(BucketedProcessor):
@@ -31,14 +33,20 @@ class RulesProcessor(BucketedProcessor):
     ``params``: the rules' parameters (a frozen dataclass, overridden per call by control
     records when ``keeps.control`` is set). ``screen``: rows -> (rows kept, output rows
     for the rest, e.g. dead letters). ``allowed_lateness_ms``: how long an event is kept
-    for the duplicate check after the watermark passed it."""
+    for the duplicate check after the watermark passed it. ``shape``: a call's output
+    frames as one (default: concatenated). ``with_control``: ``params`` with a bucket's
+    control records applied (default: :func:`overridden`, field by field)."""
 
     def __init__(self, keeps: Keeps, rules: Sequence[Rule], params: Any, *,
                  events_of: Callable[[pd.DataFrame], pd.DataFrame],
-                 allowed_lateness_ms: int = 0, screen: Screen | None = None) -> None:
+                 allowed_lateness_ms: int = 0, screen: Screen | None = None,
+                 shape: Shape | None = None,
+                 with_control: Callable[[Any, BucketContext], Any] = overridden) -> None:
         self.keeps, self.rules, self.params = keeps, tuple(rules), params
         self.spec = keeps.spec(self.rules)
         self._events_of, self._screen, self.lateness_ms = events_of, screen, allowed_lateness_ms
+        self._shape, self._with_control = shape or _joined, with_control
+        self._on_arrival = any(rule.when == ARRIVAL for rule in self.rules)
         self._key = keeps.key.name
         self._fresh_key = {f.name: f.default for r in self.rules for f in r.key_fields}
         self._fresh_event = {f.name: f.default for r in self.rules for f in r.event_fields}
@@ -47,7 +55,8 @@ class RulesProcessor(BucketedProcessor):
         self._updated: Events | None = None
 
     def params_at(self, ctx: BucketContext) -> Any:
-        return overridden(self.params, ctx) if self.keeps.control is not None else self.params
+        return self._with_control(self.params, ctx) if self.keeps.control is not None \
+            else self.params
 
     def update(self, state: BucketState, rows: pd.DataFrame, ctx: BucketContext
                ) -> BucketUpdate:
@@ -56,62 +65,99 @@ class RulesProcessor(BucketedProcessor):
         if self._screen is not None:
             rows, rejected = self._screen(rows)
             outputs.append(rejected)
-        fresh = self._first_deliveries(self._events_of(rows), state.history)
+        history = self.keeps.loaded(state.history)
+        fresh = self._first_deliveries(self._events_of(rows), history)
         keys = self._with_new_keys(state.keys, fresh[self._key])
         if not len(fresh):
-            return BucketUpdate(keys=keys, outputs=_joined(outputs))
-        params = self.params_at(ctx)
+            return BucketUpdate(keys=keys, outputs=self._shape(outputs))
         fresh = fresh.assign(**self._fresh_event, **{DECIDED: False})
-        events = Events.of(pd.concat([state.history, fresh], ignore_index=True), self._key,
+        if not self._on_arrival:  # nothing runs before they are final: only keep them,
+            # in order within each key, so that the history stays in order (no sort when
+            # they are final) once the layer groups it by key (a stable sort)
+            fresh = Events.of(fresh, self._key, self.keeps.tie_break, 0).rows
+            kept = pd.concat([history, fresh], ignore_index=True)
+            return BucketUpdate(keys=keys, outputs=self._shape(outputs),
+                                history=self.keeps.stored(kept))
+        params = self.params_at(ctx)
+        events = Events.of(pd.concat([history, fresh], ignore_index=True), self._key,
                            self.keeps.tie_break, self._horizon_ms(params))
         touched = np.flatnonzero(events.rows[self._key].isin(fresh[self._key].unique()).to_numpy())
         keys = keys.copy()
         outputs += self._run(ARRIVAL, Step(events, touched, keys, params, ctx.processing_time_ms))
         self._updated = events
-        return BucketUpdate(keys=keys, outputs=_joined(outputs), history=events.rows)
+        return BucketUpdate(keys=keys, outputs=self._shape(outputs), history=events.rows)
 
     def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
-        history, watermark = state.history, ctx.watermark_ms
-        if history is None or not len(history) or watermark < 0:
+        history, watermark = self.keeps.loaded(state.history), ctx.watermark_ms
+        if history is None or watermark < 0 or not (len(history) or self._timed()):
             return None
         params = self.params_at(ctx)
         horizon_ms = self._horizon_ms(params)
         event_ms = history[EVENT_MS].to_numpy()
         undecided = ~history[DECIDED].to_numpy(dtype=bool)
-        if not (undecided & (event_ms <= watermark)).any() and not (
+        timers = self._timers(state.keys, history, params)
+        due = timers is not None and bool((timers <= watermark).any())
+        if not due and not (undecided & (event_ms <= watermark)).any() and not (
                 ~undecided & (event_ms <= watermark - horizon_ms)).any():
             # Nothing to decide or trim: the state stays, each key wakes at its next.
-            return BucketUpdate.wake_only(self._next_undecided(history, undecided))
+            return BucketUpdate.wake_only(self._wake_at(state.keys, history, undecided, timers))
         events = self._events_from(history, horizon_ms)
         ready = np.flatnonzero(~events.column(DECIDED, bool) & (events.event_ms <= watermark))
-        keys = state.keys.copy() if len(ready) else state.keys
-        step = Step(events, ready, keys, params, ctx.processing_time_ms)
-        outputs = self._run(FINAL, step)
-        step.mark(DECIDED, ready)
-        entries = events.rows
-        keep = self._kept(events, watermark, horizon_ms, params)
-        entries = entries if keep.all() else entries[keep].reset_index(drop=True)
-        return BucketUpdate(keys=keys, outputs=_joined(outputs), history=entries,
-                            wake_at_ms=self._next_undecided(
-                                entries, ~entries[DECIDED].to_numpy(dtype=bool)))
+        keys = state.keys.copy() if len(ready) or due else state.keys
+        step = Step(events, ready, keys, params, ctx.processing_time_ms, watermark_ms=watermark)
+        outputs = self._run(FINAL, step, due)
+        entries = self._entries(step, ready, watermark, horizon_ms)
+        undecided = ~entries[DECIDED].to_numpy(dtype=bool)
+        return BucketUpdate(keys=keys, outputs=self._shape(outputs),
+                            history=self.keeps.stored(entries),
+                            wake_at_ms=self._wake_at(keys, entries, undecided,
+                                                     self._timers(keys, entries, params)))
 
-    def _run(self, when: str, step: Step) -> list[pd.DataFrame | None]:
-        if not len(step.at):
+    def _run(self, when: str, step: Step, due: bool = False) -> list[pd.DataFrame | None]:
+        if not len(step.at) and not due:
             return []
         return [rule.apply(step) for rule in self.rules if rule.when == when]
+
+    def _entries(self, step: Step, ready: np.ndarray, watermark: int, horizon_ms: int
+                 ) -> pd.DataFrame:
+        """The history after the final rules: what they derived in place of the decided
+        events, or the events with those made final now marked; trimmed to the rules'
+        reach, without what a rule rejected, the undecided events kept whole."""
+        events = step.events
+        if step.kept_instead is not None:
+            derived = step.kept_instead
+            derived = derived[derived[EVENT_MS].to_numpy() > watermark - horizon_ms]
+            waiting = events.rows[~events.column(DECIDED, bool) & (events.event_ms > watermark)]
+            return pd.concat([derived.assign(**{DECIDED: True}), waiting], ignore_index=True)
+        step.mark(DECIDED, ready)
+        keep = self._kept(events, watermark, horizon_ms, step.params)
+        keep[step.rejected] = False
+        return events.rows if keep.all() else events.rows[keep].reset_index(drop=True)
+
+    def _timed(self) -> bool:
+        return any(type(rule).wake_at is not Rule.wake_at for rule in self.rules)
+
+    def _timers(self, keys: pd.DataFrame, kept: pd.DataFrame, params: Any) -> np.ndarray | None:
+        """Per key of ``keys`` (in its order), the earliest timer a final rule asks for
+        (NaN: none), or None when no rule asks for one."""
+        asked = [rule.wake_at(keys, kept, params) for rule in self.rules if rule.when == FINAL]
+        asked = [a.reindex(keys.index).to_numpy(np.float64) for a in asked if a is not None]
+        return np.fmin.reduce(asked) if asked else None
 
     def _first_deliveries(self, events: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
         """Each event once: repeats within the batch and events already kept dropped.
         The first id column alone finds the few candidates (one hash lookup per event);
         only those are compared on the key and every id column."""
         ids = [self._key, *self.keeps.ids]
-        events = events.drop_duplicates(subset=ids)
+        repeated = _repeated(events, ids)
+        events = events[~repeated] if repeated.any() else events
         if not len(history) or not len(events):
             return events
         maybe = events[ids[1]].isin(history[ids[1]]).to_numpy()
         if not maybe.any():
             return events
-        kept = pd.MultiIndex.from_frame(history[ids])
+        candidates = history[history[ids[1]].isin(events[ids[1]][maybe]).to_numpy()]
+        kept = pd.MultiIndex.from_frame(candidates[ids])
         repeat = np.zeros(len(events), dtype=bool)
         repeat[maybe] = pd.MultiIndex.from_frame(events[ids][maybe]).isin(kept)
         return events[~repeat]
@@ -161,9 +207,26 @@ class RulesProcessor(BucketedProcessor):
             keep |= (from_last < reach.events) & (events.event_ms > watermark - reach.ms)
         return keep
 
-    def _next_undecided(self, entries: pd.DataFrame, undecided: np.ndarray) -> pd.Series:
-        """Per key, its earliest undecided event: when the key must be woken."""
-        return entries[undecided].groupby(self._key, sort=False)[EVENT_MS].min()
+    def _wake_at(self, keys: pd.DataFrame, entries: pd.DataFrame, undecided: np.ndarray,
+                 timers: np.ndarray | None) -> pd.Series:
+        """Per key, its earliest undecided event or timer: when the key must be woken."""
+        waiting = entries[undecided].groupby(self._key, sort=False)[EVENT_MS].min()
+        if timers is None:
+            return waiting
+        return pd.Series(np.fmin(waiting.reindex(keys.index).to_numpy(np.float64), timers),
+                         index=keys.index)
+
+
+def _repeated(events: pd.DataFrame, ids: list[str]) -> np.ndarray:
+    """Whether each row repeats the ``ids`` of an earlier one: the columns numbered
+    together as one integer (one hash pass each), not compared as tuples built per row."""
+    code, size = np.zeros(len(events), dtype=np.int64), 1
+    for name in ids:
+        codes, uniques = pd.factorize(events[name].to_numpy())
+        code, size = code * max(len(uniques), 1) + codes, size * max(len(uniques), 1)
+        if size >= 2**62:  # the combined number would overflow: compare the tuples
+            return events.duplicated(subset=ids).to_numpy()
+    return pd.Index(code).duplicated()
 
 
 def _joined(outputs: list[pd.DataFrame | None]) -> pd.DataFrame | None:

@@ -67,6 +67,12 @@ class Step:
     params: Any
     now_ms: int  # the batch's processing time: "detected at"
     outputs: list[pd.DataFrame] = field(default_factory=list)
+    watermark_ms: int = -1  # when final: what the watermark has reached
+    # What a final rule found for the rules after it (in the order they run), by name.
+    found: dict[str, Any] = field(default_factory=dict)
+    # Rows derived from the decided events that the history keeps instead of them.
+    kept_instead: pd.DataFrame | None = None
+    rejected: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
     def key_rows(self, at: np.ndarray) -> np.ndarray:
         """Each row's key's position in ``keys`` (a history row's key is always there)."""
@@ -83,6 +89,19 @@ class Step:
         if len(at):
             self.events.rows.loc[at, column] = value
 
+    def reject(self, at: np.ndarray) -> None:
+        """Drop the rows ``at`` (final ones): the rules after this one do not see them,
+        and they are not kept (e.g. an event an order-sensitive check turns away)."""
+        self.rejected = np.union1d(self.rejected, at)
+        self.at = np.setdiff1d(self.at, at, assume_unique=True)
+
+    def keep_instead(self, rows: pd.DataFrame) -> None:
+        """Keep ``rows`` (the history's columns, the key among them) in place of every
+        decided event of the call's keys, those made final now included: for rules
+        whose windows need only what is derived from the events, e.g. per-slice sums.
+        They are trimmed to the rules' reach like events."""
+        self.kept_instead = rows
+
 
 class Rule:
     """Subclass for the vectorised form: set ``when``, declare fields, write :meth:`apply`."""
@@ -94,6 +113,13 @@ class Rule:
     def reach(self, params: Any) -> Reach:
         """How far back this rule reads final events (default: not at all)."""
         return Reach(0)
+
+    def wake_at(self, keys: pd.DataFrame, kept: pd.DataFrame, params: Any) -> pd.Series | None:
+        """Final rules: per key (a Series indexed by key), when the watermark reaching it
+        must run the final rules even if no event becomes final then (an event-time timer:
+        "no event within a gap", a window's end); ``kept`` is the kept history of the
+        keys in ``keys``. None: no timer (the default)."""
+        return None
 
     def apply(self, step: Step) -> pd.DataFrame | None:
         """Output rows for ``step.at``; may update ``step.keys`` and mark events."""

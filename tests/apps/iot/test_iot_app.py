@@ -22,8 +22,7 @@ from apps.iot.oracle import (
     threshold_alerts,
 )
 from apps.iot.reference import threshold
-from apps.iot.settings import IotSettings
-from apps.iot.thresholds import CLEAR, RAISE, param
+from apps.iot.settings import CLEAR, RAISE, IotSettings, param
 from apps.iot.topics import IOT
 from shared.runtime.runner import start
 from shared.settings import PlatformSettings

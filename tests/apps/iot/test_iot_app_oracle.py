@@ -31,8 +31,7 @@ from apps.iot.outputs import AGGREGATE_ROUTE, ALERT_ROUTE, DEAD_LETTER_ROUTE
 from apps.iot.quality import REQUIRED, VALUE_BOUNDS
 from apps.iot.reference import DEVICE_TYPE_NAMES, METRIC_NAMES, threshold
 from apps.iot.screening import OUT_OF_RANGE, SEQ_NOT_INCREASING
-from apps.iot.settings import IotSettings
-from apps.iot.thresholds import CLEAR, RAISE, param
+from apps.iot.settings import CLEAR, RAISE, IotSettings, param
 from shared.testing.app_harness import AppHarness
 
 END = 10**15  # a watermark past everything: every output decided
