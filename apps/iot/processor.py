@@ -41,7 +41,7 @@ from apps.iot.screening import first_deliveries, seq_check, split_out_of_range
 from apps.iot.settings import IotSettings
 from apps.iot.thresholds import levels, lookup
 from shared.keyed.bucketed import BucketContext, BucketedProcessor, BucketState, BucketUpdate
-from shared.keyed.bucketed.order import sorted_by
+from shared.keyed.bucketed.engine.order import sorted_by
 
 READY_ORDER = ("device_id", "at_ms", "seq")
 

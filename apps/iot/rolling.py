@@ -29,7 +29,7 @@ def fold(slices: pd.DataFrame, readings: pd.DataFrame, slice_ms: int) -> pd.Data
     their codes from one hash pass sort as integers. Only the order within a series
     reaches a figure (the sums below and the windows' reduceat). The order of the series
     follows the stored slices and then the rows, which the layer sorts
-    (shared/keyed/bucketed/core.sort_rows), so a replay of a batch repeats it."""
+    (shared/keyed/bucketed/engine/core.sort_rows), so a replay of a batch repeats it."""
     if len(readings):
         at = readings["at_ms"].to_numpy(dtype=np.int64)
         new = readings.assign(at_ms=-(-at // slice_ms) * slice_ms)

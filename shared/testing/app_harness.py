@@ -4,7 +4,7 @@
 It runs the processor the app runs (``app.keyed.processor(settings)``) behind the
 pipeline's first steps in plain Python (decoding, required fields and the quality gate:
 shared/testing/record_gate.py), with Spark's watermark at the app's allowed lateness,
-its timers and the operator's late rule around it (shared/keyed/bucketed/harness.py).
+its timers and the operator's late rule around it (shared/keyed/bucketed/tools/harness.py).
 Records the pipeline would send to dead letters are kept in ``rejected`` with their
 reason, and those the operator sends to the late topic in ``late``, so that a test can
 leave both out of its oracle's input, as the app leaves them out of its state.
