@@ -13,7 +13,7 @@ What is timed is ``BucketedStatefulProcessor.call``: the state reads, the layer 
 app's hooks, the state writes, as a Python worker runs them for one bucket (the worker's
 input split and the Kafka envelopes are not). Two cache states:
 
-- ``warm``: the worker holds the bucket's decoded segments (bucketed.cache), as when it
+- ``warm``: the worker holds the bucket's decoded segments (bucketed.storage.cache), as when it
   served the bucket in the batch before;
 - ``cold``: the cache is emptied before each call, so the segments are decoded again.
 
@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from bench.state_feed import Population, StreamFeed, app_overrides, population
 from shared.app.loader import registered_apps
-from shared.keyed.bucketed.cache import SEGMENTS
+from shared.keyed.bucketed.storage.cache import SEGMENTS
 from shared.settings import REPO_ROOT
 from shared.testing.app_harness import AppHarness
 

@@ -22,7 +22,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from shared.kafka.kafka_io import parse, read_topics
 from shared.kafka.topics import TopicSpec
-from shared.keyed.bucketed.apply import bucket_of
+from shared.keyed.bucketed.spark.apply import bucket_of
 from shared.settings import PlatformSettings
 
 _GROUP = "floor_bucket"

@@ -46,7 +46,7 @@ from bench.peers.velocity_rule import admit
 from bench.stack import machine
 from bench.state_feed import Population, StreamFeed
 from shared.keyed.bucketed import BucketedHarness
-from shared.keyed.bucketed.cache import SEGMENTS
+from shared.keyed.bucketed.storage.cache import SEGMENTS
 from shared.keyed.rules import Rule, RulesProcessor
 from shared.testing.app_harness import AppHarness
 from shared.testing.record_gate import RecordGate

@@ -1,7 +1,7 @@
 """What one call of Spark's state API costs a Python processor on this machine.
 
 The keyed layer keeps each bucket's state in a few value states (header, hot and cold
-segments, control records: shared/keyed/bucketed/spark.py), so its fixed cost per batch
+segments, control records: shared/keyed/bucketed/spark/operator.py), so its fixed cost per batch
 is a count of state calls: per task, each value state registered again in ``init``;
 per bucket call, the header and control read, the header and the changed segments
 written, a timer moved. This benchmark times those calls from inside a processor, in a

@@ -1,7 +1,7 @@
 """The state an app left in its checkpoint, read with Spark's state reader while the app
 is stopped: how many keys it holds, how many bytes its segments take, and what the
 Python side pays to decode every segment (a worker does so once per content, then keeps
-it: shared/keyed/bucketed/cache.py) and to encode them all again (a compaction).
+it: shared/keyed/bucketed/storage/cache.py) and to encode them all again (a compaction).
 
 Reading the state is itself a measure: the reader loads each partition's RocksDB store
 from the checkpoint (latest snapshot plus changelog replay), as a restarted query does.
@@ -15,11 +15,11 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from shared.app.definition import AppDefinition
-from shared.keyed.bucketed.cache import SegmentCache
-from shared.keyed.bucketed.codec import cold_to_state, header_from_state, hot_to_state, load
-from shared.keyed.bucketed.spec import BUCKET_COLUMN
-from shared.keyed.bucketed.store import counts
-from shared.keyed.bucketed.tables import (
+from shared.keyed.bucketed.api.spec import BUCKET_COLUMN
+from shared.keyed.bucketed.storage.cache import SegmentCache
+from shared.keyed.bucketed.storage.codec import cold_to_state, header_from_state, hot_to_state, load
+from shared.keyed.bucketed.storage.store import counts
+from shared.keyed.bucketed.storage.tables import (
     COLD_STATE,
     HEADER_SCHEMA,
     HEADER_STATE,

@@ -23,7 +23,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from apps.iot.topics import IOT
 from shared.kafka.json_encode import json_arrays, json_objects
-from shared.keyed.bucketed.output_frame import output_frame
+from shared.keyed.bucketed.api.output_frame import output_frame
 
 AGGREGATES, ALERTS = IOT.outputs
 AGGREGATE_ROUTE, ALERT_ROUTE, DEAD_LETTER_ROUTE = AGGREGATES.name, ALERTS.name, \

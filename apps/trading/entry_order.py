@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed.order import sort_key
+from shared.keyed.bucketed.engine.order import sort_key
 
 _TIE_BREAKERS = ("event_us", "venue", "seq", "trade_id")  # after instrument, event ms
 

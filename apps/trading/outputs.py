@@ -17,7 +17,7 @@ import pandas as pd
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from apps.trading.topics import TRADING
-from shared.keyed.bucketed.output_frame import output_frame as stacked
+from shared.keyed.bucketed.api.output_frame import output_frame as stacked
 
 FIGURES_ROUTE = TRADING.outputs[0].name
 BARS_ROUTE = TRADING.outputs[1].name
@@ -55,7 +55,7 @@ class OutputRows:
 
 def output_frame(parts: list[OutputRows]) -> pd.DataFrame:
     """One frame with every output column, the parts' rows one after the other: longs as
-    nullable Int64, the rest strings (shared/keyed/bucketed/output_frame.py)."""
+    nullable Int64, the rest strings (shared/keyed/bucketed/api/output_frame.py)."""
     return stacked(COLUMNS, _LONGS, frozenset(), [(p.columns, p.n) for p in parts])
 
 

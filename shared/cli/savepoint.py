@@ -25,7 +25,7 @@ from shared.cli.checkpoint_arg import CHECKPOINT_HELP, app_checkpoint, quiet_sta
 from shared.cli.parsing import CommandParser
 from shared.cli.run import run_prepared
 from shared.cli.state_format import iso_ms
-from shared.keyed.bucketed.spec import BucketedSpecError
+from shared.keyed.bucketed.api.spec import BucketedSpecError
 from shared.keyed.savepoint.manifest import SavepointError
 from shared.keyed.savepoint.restore import prepare_restore
 from shared.keyed.savepoint.write import write_savepoint

@@ -31,7 +31,7 @@ from shared.cli.state_format import (
     summary_document,
     summary_text,
 )
-from shared.keyed.bucketed.spec import BucketedSpecError
+from shared.keyed.bucketed.api.spec import BucketedSpecError
 from shared.settings import add_arguments, from_namespace
 
 
@@ -90,7 +90,7 @@ def state_main(argv: Sequence[str], spark=None) -> int:
 def _read(spark, app: AppDefinition, spec, buckets: int, checkpoint: str,
           args: argparse.Namespace) -> dict[str, Any]:
     from shared.checkpoint.logs import offset_log_metadata
-    from shared.keyed.bucketed.read import latest_commit, read_key, read_summary
+    from shared.keyed.bucketed.spark.read import latest_commit, read_key, read_summary
     from shared.keyed.state_layout import checkpoint_buckets
 
     batch_id = args.batch_id if args.batch_id is not None else latest_commit(spark, checkpoint)

@@ -4,7 +4,7 @@ Times: an integer column whose name ends in ``_ms`` (``_us``) holds epoch millis
 (microseconds) and is printed as ISO-8601 UTC, ``2026-11-25T02:47:19.123Z``, when its
 value lies within years 1990 to 2200; other values of such a column (sentinels such as
 -1, durations) stay numbers. No Spark here: the inputs are decoded already
-(shared/keyed/bucketed/view.py).
+(shared/keyed/bucketed/storage/view.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from shared.keyed.bucketed.view import BucketSummary, KeyState
+from shared.keyed.bucketed.storage.view import BucketSummary, KeyState
 
 _FIRST_MS, _LAST_MS = 631_152_000_000, 7_258_118_400_000  # 1990-01-01, 2200-01-01 UTC
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from shared.app.definition import AppDefinition
 from shared.checkpoint.logs import has_started, read_text, write_text
 from shared.keyed.bucket_labels import balanced_labels, identity_labels
-from shared.keyed.bucketed.spec import BucketedSpecError
+from shared.keyed.bucketed.api.spec import BucketedSpecError
 from shared.settings import PlatformSettings
 
 LAYOUT_FILE = "statewise-layout.json"

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from shared.keyed.bucketed.spec import SOURCE_HEADERS, SOURCE_KEY, SOURCE_VALUE
+from shared.keyed.bucketed.api.spec import SOURCE_HEADERS, SOURCE_KEY, SOURCE_VALUE
 
 PYSPARK_VERSIONS = ("4.3.",)
 # Columns kept in Arrow in the UDF's frames (arrow_backed_frame): the bucketed layer's

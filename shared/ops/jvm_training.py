@@ -17,8 +17,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from shared.keyed.bucketed.apply import apply_bucketed
-from shared.keyed.bucketed.examples import SCORE_SCHEMA, RollingSpend
+from shared.keyed.bucketed.spark.apply import apply_bucketed
+from shared.keyed.bucketed.tools.examples import SCORE_SCHEMA, RollingSpend
 from shared.ops.broker import BrokerConfig, LocalBroker
 from shared.processes import free_ports
 from shared.runtime.jvm_archive import ARCHIVE_DIR, KAFKA, SPARK, archive_path

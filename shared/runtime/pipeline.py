@@ -38,9 +38,7 @@ from shared.kafka.kafka_io import (
     routed_json_envelopes,
 )
 from shared.keyed.bucketed import apply_bucketed
-from shared.keyed.bucketed.envelopes import EnvelopeSpec, Route
-from shared.keyed.bucketed.spark import Restored
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.spec import (
     REJECT_COLUMN,
     SOURCE_HEADERS,
     SOURCE_KEY,
@@ -50,6 +48,8 @@ from shared.keyed.bucketed.spec import (
     SOURCE_VALUE,
     STAGE_COLUMN,
 )
+from shared.keyed.bucketed.kafka.envelopes import EnvelopeSpec, Route
+from shared.keyed.bucketed.spark.operator import Restored
 from shared.runtime.state_guard import with_state_caps
 from shared.settings import PlatformSettings
 from shared.sink.task import WRITER_COLUMN
@@ -71,7 +71,7 @@ def assemble(raw: DataFrame, app: AppDefinition, settings: PlatformSettings,
     ``bucket_labels``: the keyed operator's bucket names (the checkpoint's layout,
     shared/keyed/state_layout.py); None names them 0..B-1. ``restored``,
     ``initial_state``: the keyed operator's restore from a savepoint (apply_bucketed).
-    ``figures``: the keyed operator's state figures accumulator (bucketed/figures.py).
+    ``figures``: the keyed operator's state figures accumulator (bucketed/engine/figures.py).
     """
     schema = app.input_topic.schema
     staged = _with_reason(parse(raw, schema), gate).withColumn(

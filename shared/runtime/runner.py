@@ -115,7 +115,7 @@ class BatchWriter:
 class StateWatch:
     """The keyed operator's figures accumulator and the guard that reads it."""
 
-    figures: Any  # a pyspark Accumulator of bucketed/figures.StateFigures
+    figures: Any  # a pyspark Accumulator of bucketed/engine/figures.StateFigures
     guard: StateGuard
 
 
@@ -148,7 +148,7 @@ def state_watch(spark: SparkSession, app: AppDefinition, settings: PlatformSetti
     if app.keyed is None:
         return None
     from shared.keyed.bucket_labels import identity_labels
-    from shared.keyed.bucketed.figures import figures_accumulator
+    from shared.keyed.bucketed.engine.figures import figures_accumulator
 
     labels = labels or identity_labels(app.keyed.buckets(settings))
     spec = with_state_caps(app.keyed.processor(settings), settings).spec
@@ -173,7 +173,7 @@ def worker_modules(app: AppDefinition) -> tuple[str, ...]:
     the exactly-once sink's writer, which every app's tasks run (the workers' daemon
     imports them before forking: shared/runtime/worker_daemon.py)."""
     if app.keyed is not None:
-        return (app.keyed.processor.__module__, "shared.keyed.bucketed.spark",
+        return (app.keyed.processor.__module__, "shared.keyed.bucketed.spark.operator",
                 "shared.kafka.json_encode", SINK_WRITER_MODULE)
     return (app.build.__module__, SINK_WRITER_MODULE)
 

@@ -1,6 +1,6 @@
 """Guards against unbounded keyed state, run on the driver after every batch.
 
-From the figures the keyed operator reports per bucket (shared/keyed/bucketed/figures.py)
+From the figures the keyed operator reports per bucket (shared/keyed/bucketed/engine/figures.py)
 the guard sums each state partition's keys, rows and bytes, and warns, naming the app,
 the state and the partition:
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shared.keyed.bucket_labels import spark_partition_of
-from shared.keyed.bucketed.figures import StateFigures
+from shared.keyed.bucketed.engine.figures import StateFigures
 from shared.runtime.json_lines import NEVER, Rotation, append_line
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@
 It runs the processor the app runs (``app.keyed.processor(settings)``) behind the
 pipeline's first steps in plain Python (decoding, required fields and the quality gate:
 shared/testing/record_gate.py), with Spark's watermark at the app's allowed lateness,
-its timers and the operator's late rule around it (shared/keyed/bucketed/harness.py).
+its timers and the operator's late rule around it (shared/keyed/bucketed/tools/harness.py).
 Records the pipeline would send to dead letters are kept in ``rejected`` with their
 reason, and those the operator sends to the late topic in ``late``, so that a test can
 leave both out of its oracle's input, as the app leaves them out of its state.
@@ -23,7 +23,7 @@ from shared.app.definition import AppDefinition
 from shared.durations import duration_ms
 from shared.kafka.kafka_io import EVENT_TIME
 from shared.keyed.bucketed import BucketedHarness
-from shared.keyed.bucketed.spark import Restored
+from shared.keyed.bucketed.spark.operator import Restored
 from shared.testing.record_gate import INTEGER_TYPES, RecordGate
 
 # A record as a test gives it: a Kafka value (bytes or text), its JSON already parsed

@@ -1,6 +1,6 @@
 """An app's processor that raises on one chosen record, as an app's logic might on a
 value it never expected: for tests of what the layer does then (shared/keyed/bucketed/
-poison.py). Importable by Spark's Python workers, which unpickle it."""
+engine/poison.py). Importable by Spark's Python workers, which unpickle it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from shared.app.definition import AppDefinition
-from shared.keyed.bucketed.processor import BucketedProcessor
+from shared.keyed.bucketed.api.processor import BucketedProcessor
 
 
 class RaisingOn(BucketedProcessor):

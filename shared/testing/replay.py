@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from shared.app.definition import AppDefinition
-from shared.keyed.bucketed.envelopes import python_values
+from shared.keyed.bucketed.kafka.envelopes import python_values
 from shared.runtime.pipeline import envelope_spec
 from shared.testing.app_harness import AppHarness
 from shared.testing.app_writes import Writes

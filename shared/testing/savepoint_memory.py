@@ -4,11 +4,11 @@ Spark, no Kafka.
 It does what ``statewise restore`` does (shared/keyed/savepoint/restore.py): the
 manifest is checked against the app (its name, settings, state version and the layer's
 layout), the key rows are joined with their history, put into the new bucket count's
-buckets and packed per bucket (bucketed/portable.py) with the control records, and the
+buckets and packed per bucket (bucketed/storage/portable.py) with the control records, and the
 harness starts with the savepoint's watermarks (spark.Restored), its first batch handing
 the packed buckets to the processor as a restored query's first batch does.
 
-Keys are put in buckets by the harness's own hash (shared/keyed/bucketed/harness.py),
+Keys are put in buckets by the harness's own hash (shared/keyed/bucketed/tools/harness.py),
 recomputed from the key columns, so that a key's restored state is where the harness
 sends its rows: a savepoint written by Spark (xxhash64) restores here too.
 """
@@ -25,8 +25,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shared.app.definition import AppDefinition
-from shared.keyed.bucketed.codec import header_to_state
-from shared.keyed.bucketed.portable import (
+from shared.keyed.bucketed.api.spec import KEY_HASH_COLUMN, BucketedSpec
+from shared.keyed.bucketed.spark.operator import Restored
+from shared.keyed.bucketed.storage.codec import header_to_state
+from shared.keyed.bucketed.storage.portable import (
     ENTRIES,
     PackedBucket,
     initial_values,
@@ -35,10 +37,8 @@ from shared.keyed.bucketed.portable import (
     pack,
     restored_header,
 )
-from shared.keyed.bucketed.spark import Restored
-from shared.keyed.bucketed.spec import KEY_HASH_COLUMN, BucketedSpec
-from shared.keyed.bucketed.store import LAYOUT
-from shared.keyed.bucketed.tables import control_to_state
+from shared.keyed.bucketed.storage.store import LAYOUT
+from shared.keyed.bucketed.storage.tables import control_to_state
 from shared.keyed.savepoint.manifest import MANIFEST_FILE, Manifest, SavepointError
 from shared.testing.app_harness import AppHarness
 

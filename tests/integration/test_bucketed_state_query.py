@@ -25,7 +25,7 @@ from shared.keyed.bucketed import (
     read_bucket_stats,
     read_control,
 )
-from shared.keyed.bucketed.examples import (
+from shared.keyed.bucketed.tools.examples import (
     BIG_AMOUNT,
     PAYMENT_SCHEMA,
     RULE_SCHEMA,
@@ -33,7 +33,7 @@ from shared.keyed.bucketed.examples import (
     RollingSpend,
     RollingSpendV2,
 )
-from shared.keyed.bucketed.oracle import IDLE_MS, RollingSpendOracle
+from shared.keyed.bucketed.tools.oracle import IDLE_MS, RollingSpendOracle
 
 pytestmark = pytest.mark.integration
 

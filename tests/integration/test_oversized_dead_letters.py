@@ -4,7 +4,7 @@ record with a 3 MB key is taken on input (~12 KB on the wire), and its dead lett
 which carries that key, was refused by the producer (MSG_SIZE_TOO_LARGE): the batch
 failed on every restart. Now its key is cut to fit, a header says so, and the app goes
 on. For every app the tests know: the canary's dead letters are made by Spark
-(kafka_io), the keyed apps' by their operator (shared/keyed/bucketed/envelopes.py); all
+(kafka_io), the keyed apps' by their operator (shared/keyed/bucketed/kafka/envelopes.py); all
 leave through the sink's produce loop, which cuts (tests/unit/test_dead_letter_size.py
 covers it for any envelope). One record per app: ~20 s each."""
 

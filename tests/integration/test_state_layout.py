@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from shared.keyed.bucket_labels import balanced_labels, identity_labels
-from shared.keyed.bucketed.spec import BucketedSpecError
+from shared.keyed.bucketed.api.spec import BucketedSpecError
 from shared.keyed.state_layout import (
     LAYOUT_FILE,
     checkpoint_buckets,

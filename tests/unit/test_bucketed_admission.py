@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 
 from shared.keyed.bucketed import BucketedHarness, Overflow
-from shared.keyed.bucketed.admission import REFUSED_STAGE
-from shared.keyed.bucketed.examples import RollingSpend
-from shared.keyed.bucketed.spec import REJECT_COLUMN, STAGE_COLUMN
+from shared.keyed.bucketed.api.spec import REJECT_COLUMN, STAGE_COLUMN
+from shared.keyed.bucketed.engine.admission import REFUSED_STAGE
+from shared.keyed.bucketed.tools.examples import RollingSpend
 
 T0 = 1_704_067_200_000
 

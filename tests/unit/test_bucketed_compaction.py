@@ -1,7 +1,7 @@
-"""When a bucket's hot segment is folded into its cold one (bucketed.store.needs_compaction),
-checked on the in-memory harness against the plain-Python oracle: a few busy keys holding
-long histories, rewritten every call, do not make every call compact the bucket; rows
-left untouched and cold rows left dead still do."""
+"""When a bucket's hot segment is folded into its cold one
+(bucketed.storage.store.needs_compaction), checked on the in-memory harness against the
+plain-Python oracle: a few busy keys holding long histories, rewritten every call, do not
+make every call compact the bucket; rows left untouched and cold rows left dead still do."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pandas as pd
 import pyarrow as pa
 
 from shared.keyed.bucketed import BucketedHarness, HistorySpec
-from shared.keyed.bucketed.cache import SegmentCache
-from shared.keyed.bucketed.codec import load
-from shared.keyed.bucketed.examples import SCORE_SCHEMA, RollingSpend
-from shared.keyed.bucketed.oracle import IDLE_MS, RollingSpendOracle
-from shared.keyed.bucketed.store import MIN_HOT_ROWS, Header
-from shared.keyed.bucketed.tables import COLD_STATE, HOT_STATE
+from shared.keyed.bucketed.storage.cache import SegmentCache
+from shared.keyed.bucketed.storage.codec import load
+from shared.keyed.bucketed.storage.store import MIN_HOT_ROWS, Header
+from shared.keyed.bucketed.storage.tables import COLD_STATE, HOT_STATE
+from shared.keyed.bucketed.tools.examples import SCORE_SCHEMA, RollingSpend
+from shared.keyed.bucketed.tools.oracle import IDLE_MS, RollingSpendOracle
 
 T0 = 1_704_067_200_000  # 2024-01-01 UTC, epoch ms
 MINUTE, DELAY_MS = 60_000, 10_000

@@ -17,8 +17,8 @@ from shared.keyed.bucketed import (
     BucketUpdate,
     HistorySpec,
 )
-from shared.keyed.bucketed.cache import SEGMENTS
-from shared.keyed.bucketed.spec import EVENT_MS_COLUMN
+from shared.keyed.bucketed.api.spec import EVENT_MS_COLUMN
+from shared.keyed.bucketed.storage.cache import SEGMENTS
 
 T0 = 1_704_067_200_000
 KEEP = 2  # history entries per key

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shared.keyed.bucketed.caps import cap_history
-from shared.keyed.bucketed.examples import RollingSpend
-from shared.keyed.bucketed.order import sorted_by
+from shared.keyed.bucketed.engine.caps import cap_history
+from shared.keyed.bucketed.engine.order import sorted_by
+from shared.keyed.bucketed.tools.examples import RollingSpend
 
 
 @pytest.mark.parametrize("seed", range(40))

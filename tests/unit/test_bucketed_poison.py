@@ -1,5 +1,5 @@
 """A record that makes the app's own logic throw goes to the dead letters with the
-exception as its reason, and the call goes on without it (shared/keyed/bucketed/poison.py),
+exception as its reason, and the call goes on without it (shared/keyed/bucketed/engine/poison.py),
 through the in-memory harness that runs the Spark processor's code path."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from shared.keyed.bucketed import BucketedHarness
-from shared.keyed.bucketed.examples import RollingSpend
-from shared.keyed.bucketed.poison import MAX_PER_CALL
-from shared.keyed.bucketed.spec import REJECT_COLUMN, BucketedSpecError
+from shared.keyed.bucketed.api.spec import REJECT_COLUMN, BucketedSpecError
+from shared.keyed.bucketed.engine.poison import MAX_PER_CALL
+from shared.keyed.bucketed.tools.examples import RollingSpend
 
 T0 = 1_704_067_200_000
 
@@ -99,7 +99,7 @@ def test_a_record_set_aside_keeps_its_bytes_which_the_logic_never_sees():
     """The processor gets the rows without the records' own bytes (every filter of its
     frame would copy them); a record it raises on leaves with them, found again by its
     Kafka coordinates, as a dead letter needs them."""
-    from shared.keyed.bucketed.spec import (
+    from shared.keyed.bucketed.api.spec import (
         SOURCE_HEADERS,
         SOURCE_KEY,
         SOURCE_OFFSET,

@@ -7,12 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed import tables
-from shared.keyed.bucketed.examples import RollingSpend
-from shared.keyed.bucketed.hot import HotSegment
-from shared.keyed.bucketed.segments import COLD_HISTORY, IN_COLD, ColdSegment, hot_key_schema
-from shared.keyed.bucketed.spec import DUE_COLUMN, KEY_HASH_COLUMN, LAST_EVENT_MS
-from shared.keyed.bucketed.store import compact, shadow
+from shared.keyed.bucketed.api.spec import DUE_COLUMN, KEY_HASH_COLUMN, LAST_EVENT_MS
+from shared.keyed.bucketed.storage import tables
+from shared.keyed.bucketed.storage.hot import HotSegment
+from shared.keyed.bucketed.storage.segments import (
+    COLD_HISTORY,
+    IN_COLD,
+    ColdSegment,
+    hot_key_schema,
+)
+from shared.keyed.bucketed.storage.store import compact, shadow
+from shared.keyed.bucketed.tools.examples import RollingSpend
 
 SPEC = RollingSpend.spec
 

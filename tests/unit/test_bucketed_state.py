@@ -1,5 +1,5 @@
 """Bucketed keyed state without a JVM: the in-memory harness runs the same Spark processor
-a query runs; a plain-Python oracle (``bucketed.oracle``) says what it must compute."""
+a query runs; a plain-Python oracle (``bucketed.tools.oracle``) says what it must compute."""
 
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ from shared.keyed.bucketed import (
     BucketUpdate,
     HistorySpec,
     Overflow,
-    tables,
 )
-from shared.keyed.bucketed.cache import SegmentCache
-from shared.keyed.bucketed.codec import header_from_state, header_to_state, load
-from shared.keyed.bucketed.core import BatchClock, run_bucket_batch
-from shared.keyed.bucketed.examples import BIG_AMOUNT, SCORE_SCHEMA, WINDOW, RollingSpend
-from shared.keyed.bucketed.oracle import IDLE_MS, RollingSpendOracle
-from shared.keyed.bucketed.store import shadow
-from shared.keyed.bucketed.tables import COLD_STATE, HOT_STATE
+from shared.keyed.bucketed.engine.core import BatchClock, run_bucket_batch
+from shared.keyed.bucketed.storage import tables
+from shared.keyed.bucketed.storage.cache import SegmentCache
+from shared.keyed.bucketed.storage.codec import header_from_state, header_to_state, load
+from shared.keyed.bucketed.storage.store import shadow
+from shared.keyed.bucketed.storage.tables import COLD_STATE, HOT_STATE
+from shared.keyed.bucketed.tools.examples import BIG_AMOUNT, SCORE_SCHEMA, WINDOW, RollingSpend
+from shared.keyed.bucketed.tools.oracle import IDLE_MS, RollingSpendOracle
 
 T0 = 1_704_067_200_000  # 2024-01-01 UTC, epoch ms
 MINUTE, DELAY_MS = 60_000, 10_000

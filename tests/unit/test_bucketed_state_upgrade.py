@@ -8,15 +8,15 @@ import pyarrow as pa
 import pytest
 
 from shared.keyed.bucketed import BucketedHarness
-from shared.keyed.bucketed.examples import SCORE_SCHEMA, RollingSpend, RollingSpendV2
-from shared.keyed.bucketed.oracle import RollingSpendOracle
-from shared.keyed.bucketed.tables import write_ipc
-from shared.keyed.bucketed.upgrades import (
+from shared.keyed.bucketed.storage.tables import write_ipc
+from shared.keyed.bucketed.storage.upgrades import (
     StateVersionError,
     read_keys,
     stored_version,
     versioned,
 )
+from shared.keyed.bucketed.tools.examples import SCORE_SCHEMA, RollingSpend, RollingSpendV2
+from shared.keyed.bucketed.tools.oracle import RollingSpendOracle
 from tests.unit.test_bucketed_state import DELAY_MS, frame, random_batches, rows_of
 
 

@@ -20,8 +20,8 @@ from shared.cli.checkpoint_arg import app_checkpoint
 from shared.cli.demo_io import quality_lines, state_phrase
 from shared.cli.savepoint import saved_line
 from shared.durations import duration_ms, spark_duration
-from shared.keyed.bucketed.driver_worker import DRIVER_WORKER, quiet_driver_worker
-from shared.keyed.bucketed.figures import BucketFigures, StateFigures
+from shared.keyed.bucketed.engine.figures import BucketFigures, StateFigures
+from shared.keyed.bucketed.spark.driver_worker import DRIVER_WORKER, quiet_driver_worker
 from shared.keyed.savepoint.manifest import Manifest
 from shared.runtime.spark import LOG4J_CONFIG
 from shared.settings import EnvironmentValueError, PlatformSettings, load

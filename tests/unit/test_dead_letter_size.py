@@ -20,8 +20,7 @@ from shared.kafka.kafka_io import (
     OMITTED_HEADER,
     fitted,
 )
-from shared.keyed.bucketed.envelopes import EnvelopeSpec, Route, python_values
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.spec import (
     SOURCE_HEADERS,
     SOURCE_KEY,
     SOURCE_OFFSET,
@@ -30,6 +29,7 @@ from shared.keyed.bucketed.spec import (
     SOURCE_VALUE,
     STAGE_COLUMN,
 )
+from shared.keyed.bucketed.kafka.envelopes import EnvelopeSpec, Route, python_values
 from shared.sink.kafka import produce
 
 SPEC = EnvelopeSpec(app="demo", key_column="k", routes={"out": Route("demo.out", None, ())},

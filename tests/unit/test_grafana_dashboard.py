@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.grafana import dashboard
-from shared.keyed.bucketed.figures import BucketFigures, StateFigures
+from shared.keyed.bucketed.engine.figures import BucketFigures, StateFigures
 from shared.runtime.metrics import progress_record
 from shared.runtime.prometheus import SKIPPED, WRITTEN, AppFigures
 from shared.runtime.restarts import RestartBudget, RestartPolicy

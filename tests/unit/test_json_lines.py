@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from pyspark.sql.streaming.listener import QueryIdleEvent, QueryStartedEvent
 
-from shared.keyed.bucketed.figures import BucketFigures, StateFigures
+from shared.keyed.bucketed.engine.figures import BucketFigures, StateFigures
 from shared.runtime.json_lines import NEVER, Rotation, append_line, generations, rotated
 from shared.runtime.metrics import MetricsListener, read_metrics
 from shared.runtime.runner import note_restart

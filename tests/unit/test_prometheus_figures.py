@@ -24,7 +24,7 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryProgress,
 )
 
-from shared.keyed.bucketed.figures import BucketFigures, StateFigures
+from shared.keyed.bucketed.engine.figures import BucketFigures, StateFigures
 from shared.runtime import prometheus
 from shared.runtime.metrics import MetricsListener, progress_record
 from shared.runtime.progress_figures import reason_label

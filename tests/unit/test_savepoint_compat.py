@@ -25,9 +25,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from shared.app.loader import registered_apps
-from shared.keyed.bucketed.envelopes import python_values
-from shared.keyed.bucketed.portable import ENTRIES
-from shared.keyed.bucketed.spec import KEY_HASH_COLUMN
+from shared.keyed.bucketed.api.spec import KEY_HASH_COLUMN
+from shared.keyed.bucketed.kafka.envelopes import python_values
+from shared.keyed.bucketed.storage.portable import ENTRIES
 from shared.runtime.pipeline import envelope_spec
 from shared.testing.kafka_tools import ConsumedRecord
 from shared.testing.oracle_runs import FinishedRun, oracle_of, own_dead_letters

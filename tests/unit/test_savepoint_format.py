@@ -11,10 +11,11 @@ import pytest
 
 from apps.fraud.settings import FraudSettings
 from shared.keyed.bucketed import BucketedHarness
-from shared.keyed.bucketed.cache import SegmentCache
-from shared.keyed.bucketed.codec import load
-from shared.keyed.bucketed.examples import RollingSpend, RollingSpendV2
-from shared.keyed.bucketed.portable import (
+from shared.keyed.bucketed.api.spec import KEY_HASH_COLUMN
+from shared.keyed.bucketed.spark.operator import Restored
+from shared.keyed.bucketed.storage.cache import SegmentCache
+from shared.keyed.bucketed.storage.codec import load
+from shared.keyed.bucketed.storage.portable import (
     DECIDED_THROUGH,
     ENTRIES,
     initial_values,
@@ -23,10 +24,14 @@ from shared.keyed.bucketed.portable import (
     pack,
     restored_header,
 )
-from shared.keyed.bucketed.spark import Restored
-from shared.keyed.bucketed.spec import KEY_HASH_COLUMN
-from shared.keyed.bucketed.store import compact
-from shared.keyed.bucketed.tables import COLD_STATE, HEADER_STATE, HOT_STATE, control_to_state
+from shared.keyed.bucketed.storage.store import compact
+from shared.keyed.bucketed.storage.tables import (
+    COLD_STATE,
+    HEADER_STATE,
+    HOT_STATE,
+    control_to_state,
+)
+from shared.keyed.bucketed.tools.examples import RollingSpend, RollingSpendV2
 from shared.keyed.savepoint.manifest import Manifest, SavepointError, source_offsets
 
 T0, MINUTE = 1_704_067_200_000, 60_000
@@ -147,7 +152,7 @@ def test_the_manifest_round_trips_and_names_offsets_and_setting_changes():
 
 
 def _header_tuple(header):
-    from shared.keyed.bucketed.codec import header_to_state
+    from shared.keyed.bucketed.storage.codec import header_to_state
 
     return header_to_state(header)
 

@@ -8,8 +8,7 @@ import pandas as pd
 import pyarrow as pa
 
 from shared.kafka.kafka_io import MAX_RECORD_BYTES, OMITTED_HEADER, REFETCH_HEADER
-from shared.keyed.bucketed.envelopes import ENVELOPE_SCHEMA, EnvelopeSpec, Route
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.spec import (
     SOURCE_HEADERS,
     SOURCE_KEY,
     SOURCE_OFFSET,
@@ -18,6 +17,7 @@ from shared.keyed.bucketed.spec import (
     SOURCE_VALUE,
     STAGE_COLUMN,
 )
+from shared.keyed.bucketed.kafka.envelopes import ENVELOPE_SCHEMA, EnvelopeSpec, Route
 from shared.sink.refetch import GONE_HEADER, refill, runs
 
 SPEC = EnvelopeSpec(app="t", key_column="k", routes={"out": Route("t.out", None)},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from shared.keyed.bucketed.figures import BucketFigures, StateFigures, StateFiguresParam
+from shared.keyed.bucketed.engine.figures import BucketFigures, StateFigures, StateFiguresParam
 from shared.runtime.state_guard import GuardBounds, StateGuard
 
 PARTITION_OF = {0: 0, 1: 1, 2: 0, 3: 1}

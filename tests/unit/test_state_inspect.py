@@ -22,11 +22,11 @@ from shared.cli.state_format import (
     summary_text,
 )
 from shared.keyed.bucketed import BucketedHarness
-from shared.keyed.bucketed.examples import RollingSpend
-from shared.keyed.bucketed.oracle import IDLE_MS, RollingSpendOracle
-from shared.keyed.bucketed.store import MIN_HOT_ROWS, Header
-from shared.keyed.bucketed.tables import COLD_STATE, HEADER_STATE, HOT_STATE
-from shared.keyed.bucketed.view import BucketSummary, KeyState, bucket_summary, key_state
+from shared.keyed.bucketed.storage.store import MIN_HOT_ROWS, Header
+from shared.keyed.bucketed.storage.tables import COLD_STATE, HEADER_STATE, HOT_STATE
+from shared.keyed.bucketed.storage.view import BucketSummary, KeyState, bucket_summary, key_state
+from shared.keyed.bucketed.tools.examples import RollingSpend
+from shared.keyed.bucketed.tools.oracle import IDLE_MS, RollingSpendOracle
 
 T0 = 1_704_067_200_000  # 2024-01-01 UTC
 MINUTE, DELAY_MS = 60_000, 10_000
@@ -126,7 +126,7 @@ def test_a_key_deleted_since_the_last_compaction_is_gone() -> None:
 
 
 def test_another_bucket_count_than_the_checkpoints_is_refused(run) -> None:
-    from shared.keyed.bucketed.spec import BucketedSpecError
+    from shared.keyed.bucketed.api.spec import BucketedSpecError
 
     harness, _ = run
     with pytest.raises(BucketedSpecError, match="written with 1 buckets"):
@@ -184,7 +184,7 @@ def test_a_summary_totals_per_partition_and_flags_due_timers() -> None:
 def test_a_key_given_as_text_takes_its_columns_types() -> None:
     import pyarrow as pa
 
-    from shared.keyed.bucketed.spec import BucketedSpec
+    from shared.keyed.bucketed.api.spec import BucketedSpec
 
     spec = BucketedSpec(key_schema=pa.schema([("site", pa.string()), ("unit", pa.int32()),
                                               ("gain", pa.float64())]),

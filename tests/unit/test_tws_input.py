@@ -14,13 +14,13 @@ import pyspark.worker
 from pyspark.sql.conversion import ArrowBatchTransformer, PandasToArrowConversion
 from pyspark.sql.types import StructField, StructType
 
-from shared.keyed.bucketed.envelopes import (
+from shared.keyed.bucketed.api.spec import SOURCE_HEADERS, SOURCE_KEY, SOURCE_VALUE
+from shared.keyed.bucketed.kafka.envelopes import (
     ENVELOPE_SCHEMA,
     arrow_envelopes,
     envelope_rows,
     python_values,
 )
-from shared.keyed.bucketed.spec import SOURCE_HEADERS, SOURCE_KEY, SOURCE_VALUE
 from shared.keyed.tws_input import (
     CLOSURE,
     arrow_backed_frame,

@@ -31,7 +31,7 @@ def test_a_module_that_fails_to_import_is_reported_not_raised():
 
 def test_the_app_processor_module_the_operator_and_the_sink_are_what_workers_preload():
     assert worker_modules(FRAUD_APP) == (
-        "apps.fraud.app", "shared.keyed.bucketed.spark", "shared.kafka.json_encode",
+        "apps.fraud.app", "shared.keyed.bucketed.spark.operator", "shared.kafka.json_encode",
         "shared.sink.task")
 
 

@@ -18,16 +18,13 @@ bucket's keys are one pandas table and an app writes whole-bucket functions inst
 This module gathers the public names; see shared/keyed/README.md for the design.
 """
 
-from shared.keyed.bucketed.apply import apply_bucketed, broadcast_control, bucket_of
-from shared.keyed.bucketed.harness import BucketedHarness
-from shared.keyed.bucketed.inspect import read_bucket_keys, read_bucket_stats, read_control
-from shared.keyed.bucketed.processor import (
+from shared.keyed.bucketed.api.processor import (
     BucketContext,
     BucketedProcessor,
     BucketState,
     BucketUpdate,
 )
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.spec import (
     EVENT_MS_COLUMN,
     LAST_EVENT_MS,
     BucketedSpec,
@@ -38,6 +35,9 @@ from shared.keyed.bucketed.spec import (
     Overflow,
     StateUpgrade,
 )
+from shared.keyed.bucketed.spark.apply import apply_bucketed, broadcast_control, bucket_of
+from shared.keyed.bucketed.tools.harness import BucketedHarness
+from shared.keyed.bucketed.tools.inspect import read_bucket_keys, read_bucket_stats, read_control
 
 __all__ = [
     "EVENT_MS_COLUMN", "LAST_EVENT_MS", "BucketContext", "BucketOverflowError",

@@ -2,7 +2,7 @@
 
 A savepoint is a folder: ``manifest.json`` and one Parquet folder per state variable,
 one row per key (``keys``, ``history``) or per control record (``control``), in the
-portable layout of shared/keyed/bucketed/portable.py. The manifest names the app, the
+portable layout of shared/keyed/bucketed/storage/portable.py. The manifest names the app, the
 batch, the watermarks, every source partition's offset after that batch, each
 variable's schema (and a version hash of it) and the app's settings, whose fingerprint a
 restore compares, and the query id of the checkpoint it was taken from, whose sink

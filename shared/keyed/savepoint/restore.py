@@ -2,7 +2,7 @@
 
 The savepoint's key rows are hashed into the new checkpoint's buckets (any B, any
 number of state partitions), packed per bucket into one cold segment in the executors
-(bucketed/portable.py) and handed to the query as ``initialState``: its first batch
+(bucketed/storage/portable.py) and handed to the query as ``initialState``: its first batch
 writes them into the state, with each bucket's control records, watermark and timer.
 The Kafka sources start at the savepoint's offsets. The checkpoint keeps a record of the
 restore (``statewise-restore.json``), read on every later start: the savepoint's
@@ -19,12 +19,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from shared.checkpoint.logs import has_started, read_text, write_text
-from shared.keyed.bucketed.apply import named_bucket
-from shared.keyed.bucketed.portable import initial_values, pack
-from shared.keyed.bucketed.spark import Restored
-from shared.keyed.bucketed.spec import BUCKET_COLUMN, BucketedSpec
-from shared.keyed.bucketed.store import LAYOUT
-from shared.keyed.bucketed.tables import control_to_state
+from shared.keyed.bucketed.api.spec import BUCKET_COLUMN, BucketedSpec
+from shared.keyed.bucketed.spark.apply import named_bucket
+from shared.keyed.bucketed.spark.operator import Restored
+from shared.keyed.bucketed.storage.portable import initial_values, pack
+from shared.keyed.bucketed.storage.store import LAYOUT
+from shared.keyed.bucketed.storage.tables import control_to_state
 from shared.keyed.savepoint.manifest import MANIFEST_FILE, Manifest, SavepointError
 from shared.keyed.savepoint.output_check import check_restore_output
 from shared.keyed.state_layout import app_bucket_labels
@@ -40,7 +40,7 @@ class RestoreInput:
     """What a restore's first start adds to the query."""
 
     manifest: Manifest
-    initial_state: DataFrame  # one row per bucket (bucketed/portable.py INITIAL_COLUMNS)
+    initial_state: DataFrame  # one row per bucket (bucketed/storage/portable.py INITIAL_COLUMNS)
 
 
 def read_manifest(spark: SparkSession, path: str) -> Manifest:

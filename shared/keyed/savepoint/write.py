@@ -2,7 +2,7 @@
 
 Each bucket's stored value states (header, hot and cold segment) are read with Spark's
 state reader at that batch and decoded in the executors into one row per key
-(bucketed/portable.py); the key rows and the history lists go to Parquet, the control
+(bucketed/storage/portable.py); the key rows and the history lists go to Parquet, the control
 records (the same in every bucket) once, and the manifest last: a folder without a
 manifest is no savepoint.
 """
@@ -20,12 +20,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from shared.checkpoint.logs import read_text, write_text
-from shared.keyed.bucketed.core import merge_control
-from shared.keyed.bucketed.portable import ENTRIES, key_rows, key_schema
-from shared.keyed.bucketed.read import latest_commit, state_at
-from shared.keyed.bucketed.spec import BUCKET_COLUMN, BucketedSpec
-from shared.keyed.bucketed.store import LAYOUT
-from shared.keyed.bucketed.tables import (
+from shared.keyed.bucketed.api.spec import BUCKET_COLUMN, BucketedSpec
+from shared.keyed.bucketed.engine.core import merge_control
+from shared.keyed.bucketed.spark.read import latest_commit, state_at
+from shared.keyed.bucketed.storage.portable import ENTRIES, key_rows, key_schema
+from shared.keyed.bucketed.storage.store import LAYOUT
+from shared.keyed.bucketed.storage.tables import (
     COLD_STATE,
     CONTROL_STATE,
     CONTROL_STATE_SCHEMA,

@@ -34,7 +34,7 @@ HEAD_START_MS = 150_000
 # intervals, hot runs and offline gaps. The idle expiry (90 s) is shorter than the
 # longest offline episodes (110 s), so devices are forgotten and come back across the
 # kills: expiry in a batch whose on-time rows continue a device's life is what this
-# test once found broken (shared/keyed/bucketed/core.py, split_expired).
+# test once found broken (shared/keyed/bucketed/engine/core.py, split_expired).
 APP = {"IOT_ROLLING_INTERVALS": "20,60", "IOT_HOT_DURATION_S": "20",
        "IOT_OFFLINE_GAP_S": "30", "IOT_DEVICE_IDLE_EXPIRY_H": "0.025",
        "IOT_STATE_BUCKETS": "8"}

@@ -12,7 +12,7 @@ import pytest
 from apps.trading.entry_order import Blocks, book_rows
 from apps.trading.history_rows import cancel_times, first_deliveries
 from apps.trading.instrument_state import CANCEL, ENTRY, ENTRY_ORDER, NONE, TRADE
-from shared.keyed.bucketed.order import sorted_by
+from shared.keyed.bucketed.engine.order import sorted_by
 
 T0 = 1_767_279_600_000
 HORIZON_MS = 20

@@ -1,7 +1,7 @@
 """A bucketed processor driven in memory, micro-batch by micro-batch: no JVM, no Spark.
 
 It runs the same ``BucketedStatefulProcessor`` a query runs, on the in-memory state
-handle of ``shared.keyed.bucketed.memory``, and mirrors what Spark does around it per batch:
+handle of ``shared.keyed.bucketed.storage.memory``, and mirrors what Spark does around it per batch:
 
 1. each key gets a 64-bit hash (a stable pandas hash, not Spark's xxhash64: the buckets
    differ from a real query's, the per-key results do not) and goes to bucket
@@ -25,14 +25,8 @@ import pandas as pd
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
-from shared.keyed.bucketed.cache import SEGMENTS
-from shared.keyed.bucketed.call import CallResult
-from shared.keyed.bucketed.codec import header_from_state, load
-from shared.keyed.bucketed.memory import MemoryHandle
-from shared.keyed.bucketed.processor import BucketedProcessor
-from shared.keyed.bucketed.segments import HISTORY_N
-from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout, Restored
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.processor import BucketedProcessor
+from shared.keyed.bucketed.api.spec import (
     BUCKET_COLUMN,
     CONTROL_PREFIX,
     DUE_COLUMN,
@@ -43,8 +37,14 @@ from shared.keyed.bucketed.spec import (
     SOURCE_OFFSET,
     SOURCE_PARTITION,
 )
-from shared.keyed.bucketed.store import Header, compact
-from shared.keyed.bucketed.tables import (
+from shared.keyed.bucketed.engine.call import CallResult
+from shared.keyed.bucketed.spark.operator import BucketedStatefulProcessor, InputLayout, Restored
+from shared.keyed.bucketed.storage.cache import SEGMENTS
+from shared.keyed.bucketed.storage.codec import header_from_state, load
+from shared.keyed.bucketed.storage.memory import MemoryHandle
+from shared.keyed.bucketed.storage.segments import HISTORY_N
+from shared.keyed.bucketed.storage.store import Header, compact
+from shared.keyed.bucketed.storage.tables import (
     COLD_STATE,
     CONTROL_STATE,
     HEADER_STATE,
@@ -89,7 +89,7 @@ class BucketedHarness:
         Without it the next batch follows at once (a busy stream): its rows are then
         judged late against this batch's watermark, while it runs at the moved one.
         ``initial_state`` (the first batch of a restore): bucket -> its initial-state row
-        (bucketed/portable.py ``INITIAL_COLUMNS``), handed to ``handleInitialState``
+        (bucketed/storage/portable.py ``INITIAL_COLUMNS``), handed to ``handleInitialState``
         before any bucket's rows, as Spark does in a restored query's first batch."""
         if processing_time_ms is not None:
             self.handle.now_ms = processing_time_ms

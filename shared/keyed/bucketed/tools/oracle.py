@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
 
-from shared.keyed.bucketed.examples import BIG_AMOUNT, DEFAULT_THRESHOLD, IDLE, WINDOW
+from shared.keyed.bucketed.tools.examples import BIG_AMOUNT, DEFAULT_THRESHOLD, IDLE, WINDOW
 
 IDLE_MS = IDLE // timedelta(milliseconds=1)
 

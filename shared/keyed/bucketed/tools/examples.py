@@ -26,13 +26,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from shared.keyed.bucketed.processor import (
+from shared.keyed.bucketed.api.processor import (
     BucketContext,
     BucketedProcessor,
     BucketState,
     BucketUpdate,
 )
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.spec import (
     EVENT_MS_COLUMN,
     BucketedSpec,
     ControlSpec,

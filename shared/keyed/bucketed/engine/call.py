@@ -5,8 +5,8 @@
    or behind the watermark of the bucket's previous call are late: that is the
    watermark at which the bucket last made decisions, so a row behind it could change
    one already written, and a row ahead of it cannot.
-2. The keys the call concerns are gathered (bucketed.store.gather), the processor runs on
-   them (bucketed.core), they go back into the hot segment, and the hot segment is
+2. The keys the call concerns are gathered (bucketed.storage.store.gather), the processor runs on
+   them (bucketed.engine.core), they go back into the hot segment, and the hot segment is
    folded into the cold one once large enough, enforcing the bucket's row cap.
 3. The header gets its counters, the earliest due time (the bucket's one timer) and the
    watermark of this call.
@@ -19,14 +19,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed.admission import admit, with_refused
-from shared.keyed.bucketed.caps import enforce_bucket_cap
-from shared.keyed.bucketed.core import BatchClock, merge_control, run_bucket_batch
-from shared.keyed.bucketed.hot import HotSegment
-from shared.keyed.bucketed.poison import run_setting_aside
-from shared.keyed.bucketed.processor import BucketedProcessor
-from shared.keyed.bucketed.segments import ColdSegment, key_index
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.processor import BucketedProcessor
+from shared.keyed.bucketed.api.spec import (
     EVENT_MS_COLUMN,
     KEY_HASH_COLUMN,
     REJECT_COLUMN,
@@ -40,7 +34,13 @@ from shared.keyed.bucketed.spec import (
     BucketedSpecError,
     Overflow,
 )
-from shared.keyed.bucketed.store import (
+from shared.keyed.bucketed.engine.admission import admit, with_refused
+from shared.keyed.bucketed.engine.caps import enforce_bucket_cap
+from shared.keyed.bucketed.engine.core import BatchClock, merge_control, run_bucket_batch
+from shared.keyed.bucketed.engine.poison import run_setting_aside
+from shared.keyed.bucketed.storage.hot import HotSegment
+from shared.keyed.bucketed.storage.segments import ColdSegment, key_index
+from shared.keyed.bucketed.storage.store import (
     Header,
     Loaded,
     cold_due,
@@ -51,7 +51,7 @@ from shared.keyed.bucketed.store import (
     needs_compaction,
     with_counts,
 )
-from shared.keyed.bucketed.tables import StoredBucket
+from shared.keyed.bucketed.storage.tables import StoredBucket
 
 MISSING_KEY = "missing key: a key column is null"
 # The record's own bytes, which only a dead letter or a late record needs: the rows the

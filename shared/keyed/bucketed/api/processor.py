@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from shared.keyed.bucketed.spec import BucketedSpec
+from shared.keyed.bucketed.api.spec import BucketedSpec
 
 
 @dataclass(frozen=True)

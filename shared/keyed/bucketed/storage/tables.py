@@ -3,7 +3,7 @@
 ``bucket_header`` holds the counters the state reader shows without decoding anything
 (keys, history entries, the bucket's timer, keys expired and evicted so far, and B, which
 must not change under a checkpoint) and the content ids of the two segments
-(bucketed/segments.py), each stored in its own value state so that a call reads a blob
+(bucketed/storage/segments.py), each stored in its own value state so that a call reads a blob
 only when its worker does not hold that content yet. The latest control records are a
 fourth value state (``control``), so a bucket that loses all its keys forgets nothing the
 control stream said.
@@ -19,9 +19,9 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
-from shared.keyed.bucketed.cache import SEGMENTS, content_id
-from shared.keyed.bucketed.row_codec import RowCodec
-from shared.keyed.bucketed.spec import BucketedSpecError
+from shared.keyed.bucketed.api.spec import BucketedSpecError
+from shared.keyed.bucketed.storage.cache import SEGMENTS, content_id
+from shared.keyed.bucketed.storage.row_codec import RowCodec
 
 HEADER_STATE, HOT_STATE, COLD_STATE = "bucket_header", "bucket_hot", "bucket_cold"
 HEADER_SCHEMA = StructType([

@@ -44,7 +44,7 @@ from shared.kafka.kafka_io import (
     STAGE_HEADER,
     within_limit,
 )
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.spec import (
     SOURCE_HEADERS,
     SOURCE_KEY,
     SOURCE_OFFSET,

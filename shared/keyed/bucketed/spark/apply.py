@@ -28,10 +28,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from shared.keyed.bucketed.envelopes import ENVELOPE_SCHEMA, EnvelopeSpec
-from shared.keyed.bucketed.processor import BucketedProcessor
-from shared.keyed.bucketed.spark import BucketedStatefulProcessor, InputLayout, Restored
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.processor import BucketedProcessor
+from shared.keyed.bucketed.api.spec import (
     BUCKET_COLUMN,
     CONTROL_PREFIX,
     EVENT_MS_COLUMN,
@@ -47,6 +45,8 @@ from shared.keyed.bucketed.spec import (
     BucketedSpecError,
     ControlSpec,
 )
+from shared.keyed.bucketed.kafka.envelopes import ENVELOPE_SCHEMA, EnvelopeSpec
+from shared.keyed.bucketed.spark.operator import BucketedStatefulProcessor, InputLayout, Restored
 
 # Spark types whose pandas dtype changes when the column holds nulls (see InputLayout).
 _EXACT_DTYPES: dict[type[DataType], str] = {
@@ -88,7 +88,7 @@ def apply_bucketed(
 
     ``restored``: the checkpoint was restored from a savepoint (its watermarks carry on);
     ``initial_state``: on the restore's first start, one row per bucket (``keyed_bucket``
-    and bucketed/portable.py's ``INITIAL_COLUMNS``), written into the state by the
+    and bucketed/storage/portable.py's ``INITIAL_COLUMNS``), written into the state by the
     first batch (shared/keyed/savepoint/restore.py makes it).
     """
     spec = processor.spec

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from shared.keyed.bucketed.spec import BucketedSpec
+from shared.keyed.bucketed.api.spec import BucketedSpec
 
 
 def key_index(frame: pd.DataFrame, spec: BucketedSpec) -> pd.Index:

@@ -2,14 +2,14 @@
 
 Per bucket and call this does a fixed handful of state calls, whatever the number of
 keys: one read of the bucket's small header, reads of its hot and cold segments only when
-this Python worker does not hold their content already (bucketed.cache), one of the
+this Python worker does not hold their content already (bucketed.storage.cache), one of the
 control state, writes of what changed, and at most one timer delete and one register.
 The bucket's one event-time timer sits at the earliest due time of its keys (wake-ups the
 app asked for, idle expiries), so a bucket that receives no rows is still cleaned, and
 its pending decisions made, once the watermark passes.
 
 Outputs leave either typed (the query's output schema) or, on the pipeline's single path,
-as Kafka envelopes with the dead letters and late records (bucketed.envelopes).
+as Kafka envelopes with the dead letters and late records (bucketed.kafka.envelopes).
 """
 
 from __future__ import annotations
@@ -26,9 +26,21 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from shared.keyed.bucketed.cache import SEGMENTS
-from shared.keyed.bucketed.call import CallResult, exact_dtypes, run_call
-from shared.keyed.bucketed.codec import (
+from shared.keyed.bucketed.api.processor import BucketedProcessor
+from shared.keyed.bucketed.api.spec import (
+    CONTROL_PREFIX,
+    IS_CONTROL_COLUMN,
+    REJECT_COLUMN,
+    BucketedSpec,
+    BucketedSpecError,
+)
+from shared.keyed.bucketed.engine.call import CallResult, exact_dtypes, run_call
+from shared.keyed.bucketed.engine.core import BatchClock
+from shared.keyed.bucketed.engine.figures import BucketFigures, StateFigures
+from shared.keyed.bucketed.kafka.envelopes import EnvelopeSpec, envelope_rows
+from shared.keyed.bucketed.spark.driver_worker import quiet_driver_worker
+from shared.keyed.bucketed.storage.cache import SEGMENTS
+from shared.keyed.bucketed.storage.codec import (
     cached_kind,
     cold_to_state,
     header_from_state,
@@ -36,21 +48,9 @@ from shared.keyed.bucketed.codec import (
     hot_to_state,
     load,
 )
-from shared.keyed.bucketed.core import BatchClock
-from shared.keyed.bucketed.driver_worker import quiet_driver_worker
-from shared.keyed.bucketed.envelopes import EnvelopeSpec, envelope_rows
-from shared.keyed.bucketed.figures import BucketFigures, StateFigures
-from shared.keyed.bucketed.portable import restored_header
-from shared.keyed.bucketed.processor import BucketedProcessor
-from shared.keyed.bucketed.spec import (
-    CONTROL_PREFIX,
-    IS_CONTROL_COLUMN,
-    REJECT_COLUMN,
-    BucketedSpec,
-    BucketedSpecError,
-)
-from shared.keyed.bucketed.store import Header
-from shared.keyed.bucketed.tables import (
+from shared.keyed.bucketed.storage.portable import restored_header
+from shared.keyed.bucketed.storage.store import Header
+from shared.keyed.bucketed.storage.tables import (
     COLD_STATE,
     CONTROL_STATE,
     CONTROL_STATE_SCHEMA,
@@ -121,7 +121,7 @@ class BucketedStatefulProcessor(StatefulProcessor):
                  envelopes: EnvelopeSpec | None = None, restored: Restored | None = None,
                  figures=None) -> None:
         self.processor, self.layout, self.envelopes = processor, layout, envelopes
-        self.figures = figures  # an accumulator of bucketed/figures.StateFigures, or None
+        self.figures = figures  # an accumulator of bucketed/engine/figures.StateFigures, or None
         self.spec = processor.spec
         self.decides_late = envelopes is not None  # Spark drops late rows otherwise
         # Records the app's logic raises on go to dead letters, where there are any:
@@ -147,7 +147,7 @@ class BucketedStatefulProcessor(StatefulProcessor):
     def handleInitialState(self, key: Any, initialState: pd.DataFrame,
                            timerValues: TimerValues) -> None:
         """A restore's first batch: the bucket's keys from a savepoint, packed into one
-        cold segment (bucketed/portable.py), its control records and its timer."""
+        cold segment (bucketed/storage/portable.py), its control records and its timer."""
         if self.restored is None:
             raise BucketedSpecError("an initial state was given without a restore")
         values = initialState.iloc[0].to_dict()  # one row per bucket

@@ -1,6 +1,6 @@
 """One bucket, one micro-batch, in vectorised pandas: the layer's logic without Spark.
 
-``stored`` holds only the keys this call concerns (bucketed.store.gather): those with rows
+``stored`` holds only the keys this call concerns (bucketed.storage.store.gather): those with rows
 in the batch and those whose wake-up or expiry is due; the rest of the bucket is neither
 read nor written. Per call, in this order (the same whether Spark calls with rows or with
 a timer):
@@ -28,17 +28,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed.caps import cap_history, history_key_index
-from shared.keyed.bucketed.keys import rows_in
-from shared.keyed.bucketed.order import sortable_columns, sorted_by
-from shared.keyed.bucketed.processor import (
+from shared.keyed.bucketed.api.processor import (
     BucketContext,
     BucketedProcessor,
     BucketState,
     BucketUpdate,
 )
-from shared.keyed.bucketed.segments import NO_DUE
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.spec import (
     EVENT_MS_COLUMN,
     KEY_HASH_COLUMN,
     LAST_EVENT_MS,
@@ -48,7 +44,11 @@ from shared.keyed.bucketed.spec import (
     BucketedSpecError,
     ControlSpec,
 )
-from shared.keyed.bucketed.tables import StoredBucket
+from shared.keyed.bucketed.engine.caps import cap_history, history_key_index
+from shared.keyed.bucketed.engine.order import sortable_columns, sorted_by
+from shared.keyed.bucketed.storage.keys import rows_in
+from shared.keyed.bucketed.storage.segments import NO_DUE
+from shared.keyed.bucketed.storage.tables import StoredBucket
 
 
 @dataclass(frozen=True)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from shared.keyed.bucketed.cache import SEGMENTS, SegmentCache, content_id
-from shared.keyed.bucketed.hot import HotSegment
-from shared.keyed.bucketed.row_codec import RowCodec
-from shared.keyed.bucketed.segments import (
+from shared.keyed.bucketed.api.spec import BucketedSpec, BucketedSpecError
+from shared.keyed.bucketed.storage.cache import SEGMENTS, SegmentCache, content_id
+from shared.keyed.bucketed.storage.hot import HotSegment
+from shared.keyed.bucketed.storage.row_codec import RowCodec
+from shared.keyed.bucketed.storage.segments import (
     ColdSegment,
     cold_key_schema,
     hot_key_schema,
     tomb_schema,
 )
-from shared.keyed.bucketed.spec import BucketedSpec, BucketedSpecError
-from shared.keyed.bucketed.store import LAYOUT, Header, Loaded
-from shared.keyed.bucketed.tables import HEADER_SCHEMA, SEGMENT_SCHEMA, read_ipc, write_ipc
-from shared.keyed.bucketed.upgrades import read_keys, versioned
+from shared.keyed.bucketed.storage.store import LAYOUT, Header, Loaded
+from shared.keyed.bucketed.storage.tables import HEADER_SCHEMA, SEGMENT_SCHEMA, read_ipc, write_ipc
+from shared.keyed.bucketed.storage.upgrades import read_keys, versioned
 
 _HEADER = RowCodec(HEADER_SCHEMA)
 _SEGMENT = RowCodec(SEGMENT_SCHEMA)

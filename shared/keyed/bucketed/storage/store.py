@@ -1,4 +1,4 @@
-"""A bucket's stored state: a small header, a hot and a cold segment (bucketed.segments).
+"""A bucket's stored state: a small header, a hot and a cold segment (bucketed.storage.segments).
 
 Per call: :func:`gather` picks the keys the call concerns (those with rows, those whose
 wake-up or expiry is due) out of the segments; the processor runs on them alone;
@@ -17,9 +17,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from shared.keyed.bucketed.hot import HotSegment
-from shared.keyed.bucketed.keys import rows_in, table_key_index
-from shared.keyed.bucketed.segments import (
+from shared.keyed.bucketed.api.spec import (
+    DUE_COLUMN,
+    KEY_HASH_COLUMN,
+    LAST_EVENT_MS,
+    BucketedSpec,
+)
+from shared.keyed.bucketed.storage.hot import HotSegment
+from shared.keyed.bucketed.storage.keys import rows_in, table_key_index
+from shared.keyed.bucketed.storage.segments import (
     COLD_HISTORY,
     HISTORY_N,
     IN_COLD,
@@ -30,13 +36,7 @@ from shared.keyed.bucketed.segments import (
     take_ranges,
     tomb_schema,
 )
-from shared.keyed.bucketed.spec import (
-    DUE_COLUMN,
-    KEY_HASH_COLUMN,
-    LAST_EVENT_MS,
-    BucketedSpec,
-)
-from shared.keyed.bucketed.tables import StoredBucket, arrow_table, to_frame
+from shared.keyed.bucketed.storage.tables import StoredBucket, arrow_table, to_frame
 
 LAYOUT = 2  # the stored layout's version, checked on load
 # The hot segment is folded into the cold one once the rows it carries along (all but those

@@ -1,5 +1,5 @@
 """Reading a bucketed query's state at one committed batch with Spark's state reader
-(``format("statestore")``), decoded on the driver by bucketed/view.py.
+(``format("statestore")``), decoded on the driver by bucketed/storage/view.py.
 
 Every read names its ``batchId`` explicitly: beside a running query a new batch may
 commit between two reads, and the header, the segments and the timers must come from
@@ -16,9 +16,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shared.keyed.bucketed.spec import BUCKET_COLUMN, BucketedSpec, BucketedSpecError
-from shared.keyed.bucketed.tables import COLD_STATE, HEADER_STATE, HOT_STATE
-from shared.keyed.bucketed.view import BucketSummary, KeyState, bucket_summary, key_state
+from shared.keyed.bucketed.api.spec import BUCKET_COLUMN, BucketedSpec, BucketedSpecError
+from shared.keyed.bucketed.storage.tables import COLD_STATE, HEADER_STATE, HOT_STATE
+from shared.keyed.bucketed.storage.view import BucketSummary, KeyState, bucket_summary, key_state
 from shared.keyed.state_layout import labels_for_reading
 
 _BLOBS = ("keys_ipc", "history_ipc", "tombs_ipc")

@@ -14,11 +14,11 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from shared.keyed.bucketed.codec import header_from_state, load
-from shared.keyed.bucketed.segments import HISTORY_N
-from shared.keyed.bucketed.spec import BUCKET_COLUMN, DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
-from shared.keyed.bucketed.store import compact
-from shared.keyed.bucketed.tables import (
+from shared.keyed.bucketed.api.spec import BUCKET_COLUMN, DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
+from shared.keyed.bucketed.storage.codec import header_from_state, load
+from shared.keyed.bucketed.storage.segments import HISTORY_N
+from shared.keyed.bucketed.storage.store import compact
+from shared.keyed.bucketed.storage.tables import (
     COLD_STATE,
     CONTROL_STATE,
     CONTROL_STATE_SCHEMA,

@@ -16,15 +16,15 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed.segments import key_index
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.spec import (
     KEY_HASH_COLUMN,
     REJECT_COLUMN,
     STAGE_COLUMN,
     BucketedSpec,
     Overflow,
 )
-from shared.keyed.bucketed.store import Loaded
+from shared.keyed.bucketed.storage.segments import key_index
+from shared.keyed.bucketed.storage.store import Loaded
 
 REFUSED_STAGE = "state"
 

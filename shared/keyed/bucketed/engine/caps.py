@@ -6,7 +6,7 @@ fails with :class:`BucketOverflowError` (``Overflow.FAIL``, the default: the sta
 sized wrong and should be noticed) or the least recently active keys are dropped and
 counted in the bucket's ``evicted_keys_total`` (``Overflow.EVICT_IDLEST``), or everything
 is kept with a warning (``Overflow.ALERT``; ``Overflow.REFUSE_NEW``, whose full buckets
-take no new key: bucketed/admission.py).
+take no new key: bucketed/engine/admission.py).
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed.keys import rows_in
-from shared.keyed.bucketed.spec import (
+from shared.keyed.bucketed.api.spec import (
     LAST_EVENT_MS,
     BucketedSpec,
     BucketOverflowError,
     Overflow,
 )
-from shared.keyed.bucketed.tables import StoredBucket
+from shared.keyed.bucketed.storage.keys import rows_in
+from shared.keyed.bucketed.storage.tables import StoredBucket
 
 log = logging.getLogger(__name__)
 

@@ -56,7 +56,7 @@ class Overflow(StrEnum):
     FAIL = "fail"  # stop the query with BucketOverflowError: size B and the caps again
     EVICT_IDLEST = "evict_idlest"  # drop the keys with the oldest last event; counted
     # A full bucket takes no new key: their rows go to dead letters with a reason,
-    # counted (bucketed/admission.py); keys it holds carry on.
+    # counted (bucketed/engine/admission.py); keys it holds carry on.
     REFUSE_NEW = "refuse_new"
     ALERT = "alert"  # keep everything and log a warning each time the bucket passes it
 
@@ -86,7 +86,7 @@ class StateUpgrade:
     """How a key table stored at state version ``version - 1`` becomes version
     ``version``'s. ``fill`` gets the stored table conformed to the new schema (columns added
     since read as nulls, removed ones dropped) and returns it with the new columns filled,
-    e.g. a new running figure computed from the columns kept (bucketed/upgrades.py)."""
+    e.g. a new running figure computed from the columns kept (bucketed/storage/upgrades.py)."""
 
     version: int
     fill: Callable[[pa.Table], pa.Table]

@@ -1,7 +1,7 @@
 """State versions of stored key tables: written with every table, upgraded on read.
 
 A processor whose per-key state gains a field declares ``state_version`` one higher
-and a :class:`~shared.keyed.bucketed.spec.StateUpgrade` that fills the field for keys
+and a :class:`~shared.keyed.bucketed.api.spec.StateUpgrade` that fills the field for keys
 stored before it (say a running mean from the running sum and count it kept). Each
 stored key table carries the version it was written at in its Arrow schema metadata
 (tables written before versions existed read as version 1); reading one applies the
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from shared.keyed.bucketed.spec import BucketedSpec, BucketedSpecError
-from shared.keyed.bucketed.tables import conform, open_ipc
+from shared.keyed.bucketed.api.spec import BucketedSpec, BucketedSpecError
+from shared.keyed.bucketed.storage.tables import conform, open_ipc
 
 VERSION_KEY = b"statewise.state_version"
 

@@ -25,8 +25,8 @@ from typing import TypeVar
 
 import pandas as pd
 
-from shared.keyed.bucketed.core import sort_rows
-from shared.keyed.bucketed.spec import REJECT_COLUMN, BucketedSpec, BucketedSpecError
+from shared.keyed.bucketed.api.spec import REJECT_COLUMN, BucketedSpec, BucketedSpecError
+from shared.keyed.bucketed.engine.core import sort_rows
 
 MAX_PER_CALL = 16
 T = TypeVar("T")

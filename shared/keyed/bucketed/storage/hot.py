@@ -1,9 +1,9 @@
-"""The hot segment: the keys changed since the last compaction (bucketed/segments.py).
+"""The hot segment: the keys changed since the last compaction (bucketed/storage/segments.py).
 
 Kept as Arrow tables with, per history row, the row of its key (``history_keys``): a call
 picks its keys' history out by row numbers, and :meth:`HotSegment.replaced` drops the
 rows a call rewrote and appends the new ones without hashing or converting any other
-key. Keys are found by their hash (bucketed.keys.find_rows), as in the cold segment.
+key. Keys are found by their hash (bucketed.storage.keys.find_rows), as in the cold segment.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.keyed.bucketed.keys import find_rows, key_index, key_values, table_key_index
-from shared.keyed.bucketed.segments import (
+from shared.keyed.bucketed.api.spec import DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
+from shared.keyed.bucketed.storage.keys import find_rows, key_index, key_values, table_key_index
+from shared.keyed.bucketed.storage.segments import (
     COLD_HISTORY,
     IN_COLD,
     ColdSegment,
@@ -27,8 +28,7 @@ from shared.keyed.bucketed.segments import (
     ints,
     tomb_schema,
 )
-from shared.keyed.bucketed.spec import DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
-from shared.keyed.bucketed.tables import arrow_table, to_frame
+from shared.keyed.bucketed.storage.tables import arrow_table, to_frame
 
 _NO_ROWS = np.empty(0, dtype=np.int64)
 
@@ -46,13 +46,13 @@ class HotSegment:
     # The rows of the cold segment ``shadow_of`` that its keys and tombstones replace,
     # ascending, kept call after call (None for a segment just decoded). Not a function
     # of this segment's bytes alone, which name it in the cache: it holds only for that
-    # cold segment (bucketed.store.shadow checks, else looks the rows up).
+    # cold segment (bucketed.storage.store.shadow checks, else looks the rows up).
     shadow: np.ndarray | None = None
     shadow_of: weakref.ref | None = None
     # Rows that the call which made this segment rewrote for keys that held state before
     # it: such keys are the busy ones, likely rewritten by the next call too, so folding
-    # them into the cold segment would save no rewriting (bucketed.store.needs_compaction,
-    # which reads it on the segment bucketed.store.merge just made). Not stored: 0 for a
+    # them into the cold segment would save no rewriting (bucketed.storage.store.needs_compaction,
+    # which reads it on the segment bucketed.storage.store.merge just made). Not stored: 0 for a
     # decoded segment, which is never judged for compaction before a call replaces it.
     rewritten_rows: int = 0
 

@@ -5,11 +5,11 @@ A batch reads and writes only the keys it touches (and those whose wake-up is du
 looks them up in the hot segment, then in the cold one, and writes them back into the
 hot one. Unchanged keys stay in the cold segment, untouched, so a batch's cost and its
 changelog follow the batch, not the state. Once the hot segment outgrows a fraction of
-the cold one, both are merged into a new cold segment (``bucketed.store.compact``):
+the cold one, both are merged into a new cold segment (``bucketed.storage.store.compact``):
 amortised, that rewrites a few rows per touched key.
 
 Both segments are stored as Arrow IPC blobs in Spark value states and decoded once per
-content into a per-process cache (``bucketed.cache``), so a Python worker that served a
+content into a per-process cache (``bucketed.storage.cache``), so a Python worker that served a
 bucket before reads neither blob again. They stay Arrow tables in memory: a call turns
 into pandas only the rows it gives the app, merging and compacting are Arrow takes and
 concatenations, and writing a segment back is its IPC stream, with no conversion of the
@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from shared.keyed.bucketed.keys import (
+from shared.keyed.bucketed.api.spec import DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
+from shared.keyed.bucketed.storage.keys import (
     find_rows,
     key_index,
     key_values,
@@ -34,8 +35,7 @@ from shared.keyed.bucketed.keys import (
     table_key_index,
     take_ranges,
 )
-from shared.keyed.bucketed.spec import DUE_COLUMN, KEY_HASH_COLUMN, BucketedSpec
-from shared.keyed.bucketed.tables import arrow_table, to_frame
+from shared.keyed.bucketed.storage.tables import arrow_table, to_frame
 
 IN_COLD = "keyed_in_cold"  # hot key that shadows a key of the cold segment
 HISTORY_N = "keyed_history_n"  # a cold key's history entries

@@ -1,7 +1,7 @@
 """One key's state, and a bucket's summary, decoded from the stored value states (no Spark).
 
 The inputs are the value-state tuples Spark's state reader returns (or the in-memory
-handle holds): a bucket's header, its hot and its cold segment (bucketed/tables.py). A
+handle holds): a bucket's header, its hot and its cold segment (bucketed/storage/tables.py). A
 key is looked up as a call of the query would: in the hot segment first (tombstones
 delete cold keys), then in the cold one by its hash. The summary decodes the key tables
 of the segments only, never their history blobs.
@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from shared.keyed.bucketed.cache import SegmentCache
-from shared.keyed.bucketed.codec import header_from_state, load
-from shared.keyed.bucketed.hot import HotSegment
-from shared.keyed.bucketed.row_codec import RowCodec
-from shared.keyed.bucketed.segments import (
+from shared.keyed.bucketed.api.spec import DUE_COLUMN, LAST_EVENT_MS, BucketedSpec
+from shared.keyed.bucketed.storage.cache import SegmentCache
+from shared.keyed.bucketed.storage.codec import header_from_state, load
+from shared.keyed.bucketed.storage.hot import HotSegment
+from shared.keyed.bucketed.storage.row_codec import RowCodec
+from shared.keyed.bucketed.storage.segments import (
     NO_DUE,
     ColdSegment,
     cold_key_schema,
@@ -28,10 +29,9 @@ from shared.keyed.bucketed.segments import (
     key_index,
     tomb_schema,
 )
-from shared.keyed.bucketed.spec import DUE_COLUMN, LAST_EVENT_MS, BucketedSpec
-from shared.keyed.bucketed.store import Header
-from shared.keyed.bucketed.tables import SEGMENT_SCHEMA, read_ipc
-from shared.keyed.bucketed.upgrades import read_keys
+from shared.keyed.bucketed.storage.store import Header
+from shared.keyed.bucketed.storage.tables import SEGMENT_SCHEMA, read_ipc
+from shared.keyed.bucketed.storage.upgrades import read_keys
 
 _SEGMENT = RowCodec(SEGMENT_SCHEMA)
 

@@ -19,12 +19,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shared.keyed.bucketed.cache import SegmentCache
-from shared.keyed.bucketed.codec import cold_to_state, header_from_state, load
-from shared.keyed.bucketed.segments import HISTORY_N, NO_DUE, ColdSegment, cold_key_schema
-from shared.keyed.bucketed.spec import BucketedSpec
-from shared.keyed.bucketed.store import Header, compact
-from shared.keyed.bucketed.upgrades import upgraded
+from shared.keyed.bucketed.api.spec import BucketedSpec
+from shared.keyed.bucketed.storage.cache import SegmentCache
+from shared.keyed.bucketed.storage.codec import cold_to_state, header_from_state, load
+from shared.keyed.bucketed.storage.segments import HISTORY_N, NO_DUE, ColdSegment, cold_key_schema
+from shared.keyed.bucketed.storage.store import Header, compact
+from shared.keyed.bucketed.storage.upgrades import upgraded
 
 DECIDED_THROUGH = "decided_through_ms"
 ENTRIES = "entries"  # a key's history entries, oldest first, as a list of structs

@@ -1,0 +1,1 @@
+"""The operator's outputs, dead letters and late rows as Kafka envelopes."""
