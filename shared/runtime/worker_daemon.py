@@ -20,7 +20,11 @@ threads. numpy and pyarrow start one each at import (OpenBLAS' pool; jemalloc's
 background purger, though pyarrow's default pool is mimalloc), so both are configured
 off before the imports. If any other thread runs after preloading, the daemon replaces
 itself with plain ``pyspark.daemon`` (same process, nothing written to the JVM yet):
-cold workers, but never a fork with threads.
+cold workers, but never a fork with threads. It does the same on any pyspark but
+:data:`PATCHED_PYSPARK`, and when pyspark's worker is not the one
+:mod:`shared.keyed.tws_input` reads: what it replaces (``pyspark.daemon.gc``,
+``pyspark.worker.read_udfs``) is private to that version (``STATEWISE_INPUT_PATH=pyspark``
+asks for pyspark's path outright).
 
 After preloading, the daemon moves every object it made into the collector's permanent
 generation (``gc.freeze``) before it forks. pyspark's daemon runs a full
