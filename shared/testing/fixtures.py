@@ -48,7 +48,9 @@ def spark(platform_settings: PlatformSettings) -> Iterator:
 def input_path(request: pytest.FixtureRequest) -> str:
     """Each Python-worker input path in turn (PlatformSettings.input_path): a test that
     takes it runs on the patched path (the default, local masters) and on pyspark's own
-    (a cluster's, and any pyspark but the pinned one). The apps' recovery tests take it."""
+    (a cluster's, and any pyspark but the pinned one). The apps' recovery tests take it:
+    their pyspark runs add about 600 s of test time (137-253 s each), some 5 minutes of
+    ``make test`` on two workers."""
     return request.param
 
 
