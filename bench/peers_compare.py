@@ -2,7 +2,7 @@
 processors a user would pick instead, on the same topic and the same logic.
 
     .venv/bin/python -m bench.peers_compare [--records N] [--quick] [--quix-processes P]
-                                            [--budget-s S] [--batch B]
+                                            [--budget-s S] [--batch B] [--input-path P]
 
 One private broker; the fraud input topic and the iot input topic are preloaded once
 each (the apps' benches: same seed, population and event-time density as
@@ -17,7 +17,9 @@ from starting its processes until its group's committed offsets reach the topic'
 commit interval). The peers that can be far slower (Spark native, Quix) have a time
 budget: past it they stop and are rated on the records they finished (``whole_topic``
 false). Each contender's outputs are read back (read_committed) and counted.
-Results: bench/results/peers.{json,png,md}.
+Results: bench/results/peers.{json,png,md}; with ``--input-path pyspark`` (the Python
+workers on pyspark's own daemon and input path, as on a cluster: PlatformSettings.input_path)
+bench/results/peers-pyspark.*. The JSON's options name the path.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Options:
     quix_processes: int = 2  # one per core, the peer of local[2]
     budget_s: float = 120  # per slow peer (Quix, Spark native) and topic
     pyflink: bool = True  # fraud velocity on PyFlink (its own venv, ~1 GB installed)
+    input_path: str = "patched"  # the Python workers' (PlatformSettings.input_path)
 
 
 def run(options: Options) -> dict:
@@ -62,8 +65,10 @@ def run(options: Options) -> dict:
     result: dict = {"machine_before": machine(), "options": dataclasses.asdict(options),
                     "cases": {}}
     with private_broker("peers") as bootstrap:
-        settings = {case.name: bench_settings(case.bench, bootstrap, work / "checkpoints"
-                                              / case.bench.app.name, options.batch)
+        settings = {case.name: dataclasses.replace(
+                        bench_settings(case.bench, bootstrap,
+                                       work / "checkpoints" / case.bench.app.name, options.batch),
+                        input_path=options.input_path)
                     for case in CASES}
         for case in CASES:
             started = time.perf_counter()
@@ -94,7 +99,7 @@ def measure(case: Case, spark, settings, bootstrap: str, work: Path, options: Op
 
     def done(name: str, figures: dict) -> None:
         contenders[name] = figures
-        print(f"[peers] {case.name}: {name} {figures['records_per_s']:,}/s "
+        print(f"[peers] {case.name}: {name} {figures['records_per_s'] or 0:,}/s "
               f"(steady {figures.get('steady_records_per_s')}/s)", flush=True)
 
     raw = raw_read_rate(bootstrap, topic)
@@ -151,13 +156,19 @@ def ratios(contenders: dict) -> dict:
     return out
 
 
+def results_name(input_path: str) -> str:
+    """peers on the patched input path (the default), peers-pyspark on pyspark's own."""
+    return "peers" if input_path == "patched" else f"peers-{input_path}"
+
+
 def write(result: dict) -> None:
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "peers.json").write_text(json.dumps(result, indent=1))
-    (RESULTS / "peers.md").write_text(markdown(result))
+    name = results_name(result["options"]["input_path"])
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
+    (RESULTS / f"{name}.md").write_text(markdown(result))
     from bench.peers.chart import peers_figure
 
-    peers_figure(result, RESULTS / "peers.png")
+    peers_figure(result, RESULTS / f"{name}.png")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,13 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=Options.budget_s,
                         help="per slow peer and topic: stop it here, rate what it finished")
     parser.add_argument("--no-pyflink", action="store_true", help="leave PyFlink out")
+    parser.add_argument("--input-path", choices=("patched", "pyspark"),
+                        default=Options.input_path,
+                        help="the Python workers' input path (STATEWISE_INPUT_PATH)")
     parser.add_argument("--quick", action="store_true",
                         help="50k records, 25k per batch, budget 60 s")
     args = parser.parse_args(argv)
     if args.quick:
         args.records, args.batch, args.budget_s = 50_000, 25_000, 60
     result = run(Options(args.records, args.batch, args.quix_processes, args.budget_s,
-                         pyflink=not args.no_pyflink))
+                         pyflink=not args.no_pyflink, input_path=args.input_path))
     print(markdown(result))
     return 0
 

@@ -251,13 +251,15 @@ def state_scaling_rows() -> list[str]:
 
 
 def peers_rows() -> list[str]:
-    r = _result("peers")
-    if r is None:
-        return []
     from bench.peers.table import markdown
 
-    return ["### Peers on the same topics and logic (`python -m bench.peers_compare`)", "",
-            *markdown(r).splitlines()]
+    rows = []
+    for name, flag in (("peers", ""), ("peers-pyspark", " --input-path pyspark")):
+        r = _result(name)
+        if r is not None:
+            rows += [*([""] if rows else []), "### Peers on the same topics and logic "
+                     f"(`python -m bench.peers_compare{flag}`)", "", *markdown(r).splitlines()]
+    return rows
 
 
 def fixed_rate_rows() -> list[str]:

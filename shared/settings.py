@@ -262,6 +262,13 @@ class PlatformSettings:
         "-XX:TieredStopAtLevel=1: a run of a minute or two starts and finishes sooner "
         "on few cores, a long one drains slower); the test suite runs quick",
         convert=OneOf("full", "quick"))
+    input_path: str = setting(
+        "patched", "STATEWISE_INPUT_PATH",
+        "how the Python workers start and read transformWithStateInPandas input, on local "
+        "masters: patched (forked from shared.runtime.worker_daemon, which preloads the "
+        "app's modules and splits the operator's input by bucket with numpy; pyspark "
+        "4.3.0 only) or pyspark (pyspark's own daemon and input path, as on a cluster)",
+        convert=OneOf("patched", "pyspark"))
     jars_dir: Path = setting(
         HOME / ".cache" / "jars", "STATEWISE_JARS_DIR",
         "folder of the JVM jars scripts/bootstrap resolves (spark-kafka/: Spark's Kafka "

@@ -19,7 +19,7 @@ def markdown(result: dict) -> str:
             ratio = entry["ratios"].get(name, {})
             lines.append(" | ".join([
                 f"| {case}", _label(name, figures, entry["preloaded"]),
-                f"{figures['records_per_s']:,}",
+                f"{figures['records_per_s'] or 0:,}",  # None: no batch within the budget
                 f"{figures.get('steady_records_per_s') or 0:,}",
                 _pair(ratio, "bare_pipeline"), _pair(ratio, "quix"),
                 _outputs(figures)]) + " |")
@@ -29,7 +29,8 @@ def markdown(result: dict) -> str:
     options = result["options"]
     return ("\n".join(lines) + f"\n\n{options['records']:,} records per topic, "
             f"maxOffsetsPerTrigger {options['batch']:,}, Quix: "
-            f"{options['quix_processes']} processes; {load}.\n")
+            f"{options['quix_processes']} processes; Python workers on the "
+            f"{options.get('input_path', 'patched')} input path; {load}.\n")
 
 
 def _label(name: str, figures: dict, preloaded: int) -> str:

@@ -19,13 +19,15 @@ per key run, then PROCESS_TIMER, then COMPLETE), the same per-column conversions
 same output conversion. Frames keep the Arrow-to-pandas dtypes, where pyspark's rebuild
 re-infers them from Python values.
 
-The wrap is installed by the workers' daemon (:mod:`shared.runtime.worker_daemon`) and only for
-the pyspark version it was written against, whose function it checks by the names of
-its closure variables; anything else keeps pyspark's own path.
+The wrap is installed by the workers' daemon (:mod:`shared.runtime.worker_daemon`), only
+on the pyspark it was written against (``worker_daemon.PATCHED_PYSPARK``, pinned) and
+only when pyspark's function has the closure variables it reads; otherwise the daemon
+falls back to pyspark's own path, which ``STATEWISE_INPUT_PATH=pyspark`` also chooses.
 """
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -35,7 +37,6 @@ import pyarrow as pa
 
 from shared.keyed.bucketed.api.spec import SOURCE_HEADERS, SOURCE_KEY, SOURCE_VALUE
 
-PYSPARK_VERSIONS = ("4.3.",)
 # Columns kept in Arrow in the UDF's frames (arrow_backed_frame): the bucketed layer's
 # source record, which only its dead-letter and late envelopes read.
 ARROW_BACKED = frozenset((SOURCE_KEY, SOURCE_VALUE, SOURCE_HEADERS))
@@ -188,17 +189,35 @@ def fast_transform_with_state(original: Callable) -> Callable | None:
     return transform_with_state
 
 
+def nested_code(code: types.CodeType, name: str) -> types.CodeType | None:
+    """The code object of the function ``name`` defined anywhere inside ``code``."""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            found = nested_code(const, name)
+            if found is not None:
+                return found
+    return None
+
+
+def reads_known_closure(read_udfs: Callable) -> bool:
+    """Whether ``read_udfs`` defines a ``transform_with_state_func`` whose closure holds
+    every variable :func:`fast_transform_with_state` reads."""
+    code = nested_code(read_udfs.__code__, "transform_with_state_func")
+    return code is not None and set(CLOSURE) <= set(code.co_freevars)
+
+
 def install() -> bool:
     """Wrap ``pyspark.worker.read_udfs`` (in this process and the workers forked from it);
-    False, and nothing changed, on a pyspark version this was not written against."""
-    import pyspark
+    False, and nothing changed, when its closure is not the one this reads."""
     import pyspark.worker as worker
     from pyspark.util import PythonEvalType
 
-    if not pyspark.__version__.startswith(PYSPARK_VERSIONS):
-        return False
     if getattr(worker.read_udfs, "statewise_wrapped", False):
         return True
+    if not reads_known_closure(worker.read_udfs):
+        return False
     original_read = worker.read_udfs
 
     def read_udfs(pickle_ser, udf_info, eval_type, runner_conf, eval_conf):

@@ -16,12 +16,13 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pyspark
 from pyspark.sql import SparkSession
 
 from shared.runtime.connector import connector_conf
 from shared.runtime.deploy import cluster_conf, executor_python, is_local
 from shared.runtime.jvm_archive import driver_java_options
-from shared.runtime.worker_daemon import PRELOAD_ENV
+from shared.runtime.worker_daemon import PATCHED_PYSPARK, PRELOAD_ENV
 from shared.settings import PlatformSettings
 
 log = logging.getLogger(__name__)
@@ -98,13 +99,22 @@ def retention_conf(settings: PlatformSettings) -> dict[str, str]:
 
 
 def worker_conf(settings: PlatformSettings, preload: Sequence[str] = ()) -> dict[str, str]:
-    """Python workers forked from ``shared.runtime.worker_daemon``, which imports pandas, pyarrow,
-    pyspark's worker and ``preload`` (the app's modules) before it forks.
+    """With ``STATEWISE_INPUT_PATH=patched`` (the default), Python workers forked from
+    ``shared.runtime.worker_daemon``, which imports pandas, pyarrow, pyspark's worker and
+    ``preload`` (the app's modules) before it forks, and splits transformWithStateInPandas
+    input by bucket; with ``pyspark``, pyspark's own daemon and input path.
 
+    The patched path replaces private pyspark functions, so it runs only on the pyspark
+    pinned (``PATCHED_PYSPARK``); on any other a warning says so and pyspark's path runs.
     Local masters only: on a cluster the daemon starts before the code archive reaches
-    the executor's ``sys.path``, so ``python -m shared.runtime.worker_daemon`` could not import.
+    the executor's ``sys.path``, so ``python -m shared.runtime.worker_daemon`` could not
+    import (the suite runs the apps' recovery tests on both paths: tests/apps/*/).
     """
-    if not is_local(settings.spark_master):
+    if not is_local(settings.spark_master) or settings.input_path == "pyspark":
+        return {}
+    if pyspark.__version__ != PATCHED_PYSPARK:
+        log.warning("STATEWISE_INPUT_PATH=patched needs pyspark %s, not %s: running "
+                    "pyspark's own daemon and input path", PATCHED_PYSPARK, pyspark.__version__)
         return {}
     conf = {"spark.python.daemon.module": "shared.runtime.worker_daemon"}
     if preload:

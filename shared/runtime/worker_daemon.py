@@ -20,7 +20,11 @@ threads. numpy and pyarrow start one each at import (OpenBLAS' pool; jemalloc's
 background purger, though pyarrow's default pool is mimalloc), so both are configured
 off before the imports. If any other thread runs after preloading, the daemon replaces
 itself with plain ``pyspark.daemon`` (same process, nothing written to the JVM yet):
-cold workers, but never a fork with threads.
+cold workers, but never a fork with threads. It does the same on any pyspark but
+:data:`PATCHED_PYSPARK`, and when pyspark's worker is not the one
+:mod:`shared.keyed.tws_input` reads: what it replaces (``pyspark.daemon.gc``,
+``pyspark.worker.read_udfs``) is private to that version (``STATEWISE_INPUT_PATH=pyspark``
+asks for pyspark's path outright).
 
 After preloading, the daemon moves every object it made into the collector's permanent
 generation (``gc.freeze``) before it forks. pyspark's daemon runs a full
@@ -55,9 +59,11 @@ import time
 from collections.abc import Mapping
 
 PRELOAD_ENV = "STATEWISE_WORKER_PRELOAD"
-# "pyspark": keep pyspark's own transformWithStateInPandas input path (see
-# shared/keyed/tws_input.py), to rule the faster one out when chasing a problem.
-TWS_INPUT_ENV = "STATEWISE_TWS_INPUT"
+# The one pyspark whose private functions this daemon replaces (pyspark.daemon.gc, and
+# pyspark.worker.read_udfs through shared/keyed/tws_input.py): pyproject pins it. Any other
+# version runs pyspark's own daemon and input path (STATEWISE_INPUT_PATH=pyspark), which
+# the suite also runs, so a version bump falls back to a tested path.
+PATCHED_PYSPARK = "4.3.0"
 
 # What a transformWithStateInPandas or Arrow worker imports on its first task.
 BASE_MODULES = (
@@ -143,6 +149,13 @@ def _say(message: str) -> None:
     print(f"statewise worker daemon: {message}", file=sys.stderr, flush=True)
 
 
+def _fall_back(reason: str) -> None:
+    """Replace this process with plain ``pyspark.daemon`` (same process, nothing written to
+    the JVM yet): pyspark's own daemon and input path."""
+    _say(f"{reason}; falling back to pyspark.daemon")
+    os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+
+
 def main() -> None:
     for key, value in SINGLE_THREADED_ENV.items():
         os.environ.setdefault(key, value)
@@ -152,15 +165,19 @@ def main() -> None:
     failed = preload(names)
     for name, error in failed.items():
         _say(f"could not preload {name}: {error}")
-    if os.environ.get(TWS_INPUT_ENV) != "pyspark":
-        from shared.keyed.tws_input import install
+    import pyspark
 
-        _say("transformWithStateInPandas input: " + (
-            "split by key with numpy" if install() else "pyspark's (a version not checked here)"))
+    if pyspark.__version__ != PATCHED_PYSPARK:
+        _fall_back(f"pyspark {pyspark.__version__} is not {PATCHED_PYSPARK}, the version "
+                   "whose private functions this daemon replaces")
+    from shared.keyed.tws_input import install
+
+    if not install():
+        _fall_back("pyspark's transform_with_state_func is not the one tws_input reads")
+    _say("transformWithStateInPandas input: split by key with numpy")
     threads = other_threads()
     if threads:
-        _say(f"threads {threads} run after preloading; falling back to pyspark.daemon")
-        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+        _fall_back(f"threads {threads} run after preloading")
     gc.freeze()
     _say(f"{len(names) - len(failed)} modules preloaded in "
          f"{time.perf_counter() - started:.2f} s; {gc.get_freeze_count():,} objects frozen")

@@ -87,6 +87,18 @@ def kill_and_restart(app: str, settings: PlatformSettings, *, kills: int, rng: r
     return report
 
 
+def input_paths_run(log_dir) -> list[str]:
+    """The Python workers' input path each killed run took, read from its log
+    (``run-N.log``): patched where the daemon said it splits the input by key
+    (shared/runtime/worker_daemon.py), pyspark where no daemon of ours spoke."""
+    paths = []
+    for attempt in range(len(list(Path(log_dir).glob("run-*.log")))):
+        text = (Path(log_dir) / f"run-{attempt}.log").read_text(errors="replace")
+        paths.append("patched" if "input: split by key with numpy" in text else
+                     "pyspark" if "statewise worker daemon" not in text else "fell back")
+    return paths
+
+
 def kill(process: subprocess.Popen) -> None:
     """SIGKILL: no graceful stop, no flush; with the JVM and workers under ``machine``."""
     if CHAOS_SCOPE == "machine":

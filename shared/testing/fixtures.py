@@ -1,6 +1,7 @@
 """pytest fixtures shared by every test module (registered in tests/conftest.py).
 
 - ``spark``: one local SparkSession per test session (JVM start-up is ~10 s).
+- ``input_path``: each Python-worker input path in turn, patched and pyspark's own.
 - ``tmp_checkpoint``: a fresh checkpoint folder per test.
 - ``kafka`` / ``topics``: one real broker per test session, unique topics per test
   (see shared/testing/kafka_fixtures.py).
@@ -41,6 +42,16 @@ def spark(platform_settings: PlatformSettings) -> Iterator:
     session = build_session(platform_settings, "statewise-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(params=("patched", "pyspark"))
+def input_path(request: pytest.FixtureRequest) -> str:
+    """Each Python-worker input path in turn (PlatformSettings.input_path): a test that
+    takes it runs on the patched path (the default, local masters) and on pyspark's own
+    (a cluster's, and any pyspark but the pinned one). The apps' recovery tests take it:
+    their pyspark runs add about 600 s of test time (137-253 s each), some 5 minutes of
+    ``make test`` on two workers."""
+    return request.param
 
 
 @pytest.fixture()

@@ -5,7 +5,6 @@ frame per call."""
 from __future__ import annotations
 
 import itertools
-import types
 
 import numpy as np
 import pandas as pd
@@ -27,6 +26,8 @@ from shared.keyed.tws_input import (
     arrow_batch,
     key_runs,
     key_tables,
+    nested_code,
+    reads_known_closure,
 )
 
 
@@ -96,23 +97,22 @@ def test_null_keys_run_together():
     assert key_runs([np.array([], dtype=np.int64)]) == []
 
 
-def nested_code(code: types.CodeType, name: str) -> types.CodeType | None:
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            if const.co_name == name:
-                return const
-            found = nested_code(const, name)
-            if found is not None:
-                return found
-    return None
-
-
 def test_the_installed_pyspark_has_the_closure_the_replacement_reads():
-    # If this fails, pyspark's worker changed: the daemon would keep pyspark's own path
-    # (fast_transform_with_state returns None); re-check tws_input against the new code.
+    # If this fails, pyspark's worker changed: the daemon would fall back to pyspark's
+    # own daemon and input path; re-check tws_input against the new code.
     code = nested_code(pyspark.worker.read_udfs.__code__, "transform_with_state_func")
-    assert code is not None
     assert set(CLOSURE) <= set(code.co_freevars)
+    assert reads_known_closure(pyspark.worker.read_udfs)
+
+
+def test_a_transform_with_state_func_with_another_closure_is_not_wrapped():
+    def read_udfs(udf):
+        def transform_with_state_func(split_index, batches):
+            return udf(split_index, batches)
+        return transform_with_state_func
+
+    assert not reads_known_closure(read_udfs)
+    assert not reads_known_closure(lambda: None)  # none at all
 
 
 def test_the_layer_source_columns_stay_arrow_and_read_back_as_the_records_sent():

@@ -72,6 +72,22 @@ def test_cluster_sessions_keep_pyspark_daemon():
     assert worker_conf(settings, ("apps.fraud.app",)) == {}
 
 
+def test_the_pyspark_input_path_keeps_pyspark_daemon():
+    settings = from_env(PlatformSettings, environ={"STATEWISE_INPUT_PATH": "pyspark"})
+    assert settings.input_path == "pyspark"
+    assert worker_conf(settings, ("apps.fraud.app",)) == {}
+    assert "spark.python.daemon.module" not in session_conf(settings, "t", ("apps.fraud.app",))
+
+
+def test_another_pyspark_version_runs_pyspark_daemon_and_says_so(monkeypatch, caplog):
+    import pyspark
+
+    monkeypatch.setattr(pyspark, "__version__", "4.3.1")
+    with caplog.at_level("WARNING", logger="shared.runtime.spark"):
+        assert worker_conf(from_env(PlatformSettings, environ={}), ("apps.fraud.app",)) == {}
+    assert "needs pyspark 4.3.0, not 4.3.1" in caplog.text
+
+
 def _start_daemon(tmp_path: Path, preload_env: str) -> tuple[str, str]:
     """Start the daemon as Spark does; (its command line once serving, its stderr)."""
     env = {**os.environ, PRELOAD_ENV: preload_env,
@@ -105,6 +121,16 @@ def test_daemon_with_a_thread_running_becomes_pyspark_daemon(tmp_path: Path):
     cmdline, stderr = _start_daemon(tmp_path, "starts_a_thread")
     assert "-m pyspark.daemon pyspark.worker" in cmdline
     assert "falling back to pyspark.daemon" in stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+def test_daemon_on_another_pyspark_becomes_pyspark_daemon(tmp_path: Path):
+    # A preloaded module runs before the check: it stands for another installed version.
+    (tmp_path / "other_pyspark.py").write_text("import pyspark\npyspark.__version__ = '4.4.0'\n")
+    cmdline, stderr = _start_daemon(tmp_path, "other_pyspark")
+    assert "-m pyspark.daemon pyspark.worker" in cmdline
+    assert "pyspark 4.4.0 is not 4.3.0" in stderr and "falling back" in stderr
+    assert "split by key" not in stderr
 
 
 def test_the_per_task_collection_takes_the_young_generations_only(monkeypatch):

@@ -19,7 +19,7 @@ from apps.fraud.oracle_check import check
 from apps.fraud.settings import FraudSettings
 from apps.fraud.topics import FRAUD
 from shared.testing.app_writes import read_topic, written
-from shared.testing.chaos import produce_through_kills
+from shared.testing.chaos import input_paths_run, produce_through_kills
 from shared.testing.contract_runs import checkpoint
 from shared.testing.kafka_tools import read_finished
 from shared.testing.oracle_runs import finished_run
@@ -42,9 +42,10 @@ def live_transactions() -> Iterator:
     return FraudGenerator(config).chunks()
 
 
-def test_alerts_survive_three_kills(kafka_settings, create_topics, tmp_path):
+def test_alerts_survive_three_kills(kafka_settings, create_topics, tmp_path, input_path):
     create_topics(FRAUD.all())
-    settings, prefix = kafka_settings, kafka_settings.topic_prefix
+    settings = dataclasses.replace(kafka_settings, input_path=input_path)
+    prefix = settings.topic_prefix
     _, records = produce_through_kills(
         "fraud", settings, FRAUD.inputs[0].qualified(prefix), live_transactions(),
         rate_per_s=RATE, kills=3, rng=random.Random(11), extra_uptime_s=(0, 8),
@@ -52,6 +53,7 @@ def test_alerts_survive_three_kills(kafka_settings, create_topics, tmp_path):
         # The replay below reads every batch of the offset log back.
         STATEWISE_CHECKPOINT_RETAINED_BATCHES="100000",
         catch_up_env={"STATEWISE_CHECKPOINT_RETAINED_BATCHES": "100000"})
+    assert input_paths_run(tmp_path) == [input_path] * 3
 
     bootstrap = settings.bootstrap_servers
     alerts = [r.json() for r in read_finished(bootstrap, FRAUD.outputs[0].qualified(prefix))]

@@ -18,7 +18,7 @@ from apps.iot.oracle_check import check
 from apps.iot.screening import OUT_OF_RANGE, SEQ_NOT_INCREASING
 from apps.iot.settings import IotSettings
 from apps.iot.topics import IOT
-from shared.testing.chaos import produce_through_kills
+from shared.testing.chaos import input_paths_run, produce_through_kills
 from shared.testing.kafka_tools import read_finished
 from shared.testing.oracle_runs import finished_run
 
@@ -57,9 +57,10 @@ def live_fleet() -> Iterator:
     return IotGenerator(config).chunks()
 
 
-def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
+def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path, input_path):
     create_topics(IOT.all())
-    settings, prefix = kafka_settings, kafka_settings.topic_prefix
+    settings = dataclasses.replace(kafka_settings, input_path=input_path)
+    prefix = settings.topic_prefix
     _, sent = produce_through_kills(
         "iot", settings, IOT.inputs[0].qualified(prefix), live_fleet(), rate_per_s=SEND_RATE,
         kills=3, rng=random.Random(11), extra_uptime_s=(0, 8), log_dir=tmp_path,
@@ -67,6 +68,7 @@ def test_outputs_survive_three_kills(kafka_settings, create_topics, tmp_path):
         # catch-up reads in batches too: in one batch of the whole backlog (the watermark
         # is the batch's, not the record's) no held-up reading would be late.
         catch_up_env={**APP, **BATCHES}, min_records=22_500, **BATCHES, **APP)
+    assert input_paths_run(tmp_path) == [input_path] * 3
 
     bootstrap = settings.bootstrap_servers
     assert read_finished(bootstrap, IOT.late.qualified(prefix))  # flushes and held-up readings

@@ -4,6 +4,7 @@ oracle's up to the last watermark, each written once."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import random
 import time
@@ -14,7 +15,7 @@ import pytest
 from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
 from apps.trading.oracle_check import compare_run
 from apps.trading.topics import TRADING
-from shared.testing.chaos import produce_through_kills
+from shared.testing.chaos import input_paths_run, produce_through_kills
 
 pytestmark = pytest.mark.integration
 RATE = 150
@@ -35,13 +36,15 @@ def live_feed() -> Iterator:
     return TradingGenerator(config).chunks()
 
 
-def test_figures_survive_three_kills(kafka_settings, create_topics, tmp_path):
+def test_figures_survive_three_kills(kafka_settings, create_topics, tmp_path, input_path):
     create_topics(TRADING.all())
-    settings, prefix = kafka_settings, kafka_settings.topic_prefix
+    settings = dataclasses.replace(kafka_settings, input_path=input_path)
+    prefix = settings.topic_prefix
     report, records = produce_through_kills(
         "trading", settings, TRADING.inputs[0].qualified(prefix), live_feed(),
         rate_per_s=RATE, kills=3, rng=random.Random(11), extra_uptime_s=(0, 6),
         log_dir=tmp_path, catch_up_env=ENV, **ENV)
+    assert input_paths_run(tmp_path) == [input_path] * 3
 
     run = compare_run(settings, records, INSTRUMENTS)
     assert run.expected_figures > 200
