@@ -9,8 +9,6 @@ falls back to Python ints in an object array: still one vectorised call, exact.
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,11 +70,6 @@ def round_ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     q = q1 * ROUNDING + q2
     twice = 2 * r2
     return q + ((twice > denominator) | ((twice == denominator) & (q % 2 == 1)))
-
-
-def fraction(value: Decimal) -> tuple[int, int]:
-    numerator, denominator = value.as_integer_ratio()
-    return int(numerator), int(denominator)
 
 
 def ema_step(previous: np.ndarray, value: np.ndarray, alpha: tuple[int, int]) -> np.ndarray:

@@ -61,6 +61,16 @@ class Events:
         starts = np.searchsorted(self.position, self.position[at] - width_ms, side="right")
         return starts, ends
 
+    def rows_between(self, key: np.ndarray, lo_ms: np.ndarray, end_ms: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """[start, end) rows of keys ``key`` (ranks) with event time in [lo, end): windows
+        that close at times of their own (a bar's end), not at an event's. An end must be
+        within the widest window after the key's last event (what ``span`` allows)."""
+        origin = int(self.event_ms[0] - self.position[0]) if len(self.position) else 0
+        base = key * self.span - origin
+        return (np.searchsorted(self.position, base + np.maximum(lo_ms, origin), side="left"),
+                np.searchsorted(self.position, base + np.maximum(end_ms, origin), side="left"))
+
     def has_previous(self, at: np.ndarray) -> np.ndarray:
         """Whether each of ``at`` has an earlier row of the same key (at - 1)."""
         ok = at >= 1

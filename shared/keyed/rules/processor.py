@@ -4,8 +4,9 @@ On arrival (``update``): screen the rows, make them events, drop repeated delive
 (same ``ids`` within a key, in the batch or already kept), give new keys their fields'
 defaults, and run the arrival rules over the keys that got events. When the watermark
 moves (``on_watermark``): run the final rules over the events it has passed, in event-
-time order, mark them decided, keep only what a rule's reach or the duplicate check
-still needs, and ask to be woken at each key's next undecided event.
+time order, mark them decided, let rules fold the events about to be dropped
+(``Rule.forget``), keep only what a rule's reach or the duplicate check still needs, and
+ask to be woken at each key's next undecided event or rule timer (``Rule.wake_at``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class RulesProcessor(BucketedProcessor):
         self._key = keeps.key.name
         self._fresh_key = {f.name: f.default for r in self.rules for f in r.key_fields}
         self._fresh_event = {f.name: f.default for r in self.rules for f in r.event_fields}
+        # Rules with timers run at every watermark; rules that fold forgotten events
+        # write their key fields when the history is trimmed.
+        self._timed = any(r.timed for r in self.rules)
+        self._folds = any(type(r).forget is not Rule.forget for r in self.rules)
         # The events ``update`` sorted, for the ``on_watermark`` of the same call: the
         # layer hands that hook the history ``update`` returned (unless a cap trimmed it).
         self._updated: Events | None = None
@@ -64,9 +69,12 @@ class RulesProcessor(BucketedProcessor):
         fresh = fresh.assign(**self._fresh_event, **{DECIDED: False})
         events = Events.of(pd.concat([state.history, fresh], ignore_index=True), self._key,
                            self.keeps.tie_break, self._horizon_ms(params))
-        touched = np.flatnonzero(events.rows[self._key].isin(fresh[self._key].unique()).to_numpy())
-        keys = keys.copy()
-        outputs += self._run(ARRIVAL, Step(events, touched, keys, params, ctx.processing_time_ms))
+        if any(r.when == ARRIVAL for r in self.rules):  # a hash of every kept key: only then
+            touched = np.flatnonzero(
+                events.rows[self._key].isin(fresh[self._key].unique()).to_numpy())
+            keys = keys.copy()
+            outputs += self._run(ARRIVAL, Step(events, touched, keys, params,
+                                               ctx.processing_time_ms))
         self._updated = events
         return BucketUpdate(keys=keys, outputs=_joined(outputs), history=events.rows)
 
@@ -78,27 +86,36 @@ class RulesProcessor(BucketedProcessor):
         horizon_ms = self._horizon_ms(params)
         event_ms = history[EVENT_MS].to_numpy()
         undecided = ~history[DECIDED].to_numpy(dtype=bool)
-        if not (undecided & (event_ms <= watermark)).any() and not (
+        if not self._timed and not (undecided & (event_ms <= watermark)).any() and not (
                 ~undecided & (event_ms <= watermark - horizon_ms)).any():
             # Nothing to decide or trim: the state stays, each key wakes at its next.
             return BucketUpdate.wake_only(self._next_undecided(history, undecided))
         events = self._events_from(history, horizon_ms)
         ready = np.flatnonzero(~events.column(DECIDED, bool) & (events.event_ms <= watermark))
-        keys = state.keys.copy() if len(ready) else state.keys
-        step = Step(events, ready, keys, params, ctx.processing_time_ms)
+        keys = state.keys.copy() if len(ready) or self._timed or self._folds else state.keys
+        step = Step(events, ready, keys, params, ctx.processing_time_ms,
+                    watermark_ms=watermark)
         outputs = self._run(FINAL, step)
         step.mark(DECIDED, ready)
-        entries = events.rows
+        timers = [t for t in (r.wake_at(step) for r in self.rules if r.timed) if t is not None]
         keep = self._kept(events, watermark, horizon_ms, params)
-        entries = entries if keep.all() else entries[keep].reset_index(drop=True)
+        if self._folds and not keep.all():
+            forgotten = Step(events, np.flatnonzero(~keep), keys, params,
+                             ctx.processing_time_ms, watermark_ms=watermark,
+                             derived=step.derived)
+            for rule in self.rules:
+                rule.forget(forgotten)
+        entries = events.rows if keep.all() else events.rows[keep].reset_index(drop=True)
+        wake_at = self._next_undecided(entries, ~entries[DECIDED].to_numpy(dtype=bool))
+        if timers:
+            wake_at = pd.concat([wake_at, *timers]).groupby(level=0, sort=False).min()
         return BucketUpdate(keys=keys, outputs=_joined(outputs), history=entries,
-                            wake_at_ms=self._next_undecided(
-                                entries, ~entries[DECIDED].to_numpy(dtype=bool)))
+                            wake_at_ms=wake_at)
 
     def _run(self, when: str, step: Step) -> list[pd.DataFrame | None]:
-        if not len(step.at):
-            return []
-        return [rule.apply(step) for rule in self.rules if rule.when == when]
+        """The rules of one kind, over ``step.at`` (timed ones even over no event)."""
+        return [rule.apply(step) for rule in self.rules
+                if rule.when == when and (len(step.at) or rule.timed)]
 
     def _first_deliveries(self, events: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
         """Each event once: repeats within the batch and events already kept dropped.

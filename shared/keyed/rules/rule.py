@@ -13,6 +13,10 @@ Two ways to write one:
 - :class:`Rule`, the vectorised way for hot paths: ``apply(step)`` gets every key of the
   call at once as an :class:`~shared.keyed.rules.events.Events` array with window helpers.
 
+A final rule whose outputs fall due at times of its own (a bar's end) sets timers
+(``wake_at``); one keeping running totals beyond its reach folds what the layer forgets
+(``forget``).
+
 docs/new-app.md says when the second pays (a measured figure).
 """
 
@@ -63,6 +67,10 @@ class Step:
     params: Any
     now_ms: int  # the batch's processing time: "detected at"
     outputs: list[pd.DataFrame] = field(default_factory=list)
+    watermark_ms: int = -1  # when final: event times <= this are final (-1 on arrival)
+    # What the rules of one call derive from its events once and share (a table every
+    # rule of an app reads), by name; kept for the call's timers and forgetting.
+    derived: dict[str, Any] = field(default_factory=dict)
 
     def key_rows(self, at: np.ndarray) -> np.ndarray:
         """Each row's key's position in ``keys`` (a history row's key is always there)."""
@@ -84,6 +92,9 @@ class Rule:
     """Subclass for the vectorised form: set ``when``, declare fields, write :meth:`apply`."""
 
     when: ClassVar[str] = FINAL
+    # A final rule that must see every watermark of its keys, events made final or not
+    # (one that judges what a time, not an event, settles); a rule with timers does.
+    every_watermark: ClassVar[bool] = False
     key_fields: ClassVar[tuple[Field, ...]] = ()
     event_fields: ClassVar[tuple[Field, ...]] = ()
 
@@ -94,6 +105,24 @@ class Rule:
     def apply(self, step: Step) -> pd.DataFrame | None:
         """Output rows for ``step.at``; may update ``step.keys`` and mark events."""
         raise NotImplementedError
+
+    def wake_at(self, step: Step) -> pd.Series | None:
+        """Timers, for a final rule that emits at times of its own (a bar or window that
+        closes after its last event, like a Flink event-time timer): per key (indexed by
+        key), the event time at which to run again though no event becomes final then.
+        A rule that sets timers runs at every watermark of its keys, events made final or
+        not; its ``step`` is the call's, after every final rule ran."""
+        return None
+
+    def forget(self, step: Step) -> None:
+        """Called with the decided events the layer is about to drop (``step.at``: beyond
+        every reach), so that a rule keeping running totals beyond its windows (a
+        session's sums) can fold them into its key fields first."""
+
+    @property
+    def timed(self) -> bool:
+        """Runs at every watermark of its keys: it says so, or it sets timers."""
+        return self.every_watermark or type(self).wake_at is not Rule.wake_at
 
 
 class KeyRule(Rule):

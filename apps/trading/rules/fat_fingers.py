@@ -1,0 +1,89 @@
+"""Fat fingers (docs/trading-rules.md): a trade in reference bar k is quarantined when
+its price is farther than the band from the VWAP of the latest earlier reference bar
+holding an accepted trade live at that bar's end. With the watermark at W every bar
+ending at or before W is final, so at every watermark:
+
+1. the bars ending in (``ref_through_ms``, W] are folded into the reference in event
+   order: their pending trades are judged against the reference so far, then the bar's
+   live trades (if any) become the reference. One numpy round per bar *rank* (the n-th
+   such bar of each instrument), never one per trade or per instrument;
+2. the pending trades of the bar holding W are judged: no later trade can change their
+   reference any more.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from apps.trading.book import ACCEPTED, PENDING, QUARANTINED, Book, group_starts
+from apps.trading.exact import decimal_text, outside_band, round_ratio
+from apps.trading.instruments import NONE
+from apps.trading.outputs import dead_letters, output_frame
+from shared.keyed.rules import Field, Reach, Rule, Step
+
+NEVER = -(2 ** 62)  # no reference bar folded yet
+
+
+class FatFingers(Rule):
+    every_watermark = True  # a bar's start, not a trade, settles its trades' reference
+    key_fields = (Field("ref_through_ms", pa.int64(), NEVER),  # bars ending <= it folded
+                  Field("ref_x", pa.int64(), NONE))  # the reference VWAP * 10**(scale+4)
+    event_fields = (Field("verdict", pa.int8(), PENDING),)
+
+    def reach(self, p) -> Reach:
+        return Reach(p.fat_finger_reference_ms)
+
+    def apply(self, step: Step):
+        book, p, watermark = Book.of(step), step.params, step.watermark_ms
+        ref, through = book.per_rank(step.keys, "ref_x"), book.per_rank(step.keys, "ref_through_ms")
+        bar = book.t // p.fat_finger_reference_ms
+        bar_end = (bar + 1) * p.fat_finger_reference_ms
+        quarantined = []
+        fold = np.flatnonzero(book.trade & (bar_end > through[book.inst]) & (bar_end <= watermark))
+        if len(fold):
+            starts = group_starts(book.inst[fold], bar[fold])  # the bars to fold
+            first_of_inst = group_starts(book.inst[fold[starts]])
+            rank = np.arange(len(starts)) - np.repeat(first_of_inst, np.diff(
+                np.append(first_of_inst, len(starts))))  # the n-th bar of its instrument
+            trade_rank = np.repeat(rank, np.diff(np.append(starts, len(fold))))
+            for r in range(int(rank.max()) + 1):
+                at = fold[trade_rank == r]
+                quarantined.append(_judged(book, at, ref, p.band))
+                live = at[book.live_at(bar_end[at], at)]
+                notional, volume = np.zeros(len(ref), np.int64), np.zeros(len(ref), np.int64)
+                np.add.at(notional, book.inst[live], book.units[live] * book.size[live])
+                np.add.at(volume, book.inst[live], book.size[live])
+                has = volume > 0
+                ref[has] = round_ratio(notional[has], volume[has])
+        open_bar = np.flatnonzero(book.trade & (book.verdict == PENDING)
+                                  & (bar * p.fat_finger_reference_ms <= watermark)
+                                  & (bar_end > watermark))
+        quarantined.append(_judged(book, open_bar, ref, p.band))
+        step.set_keys("ref_x", book.key_rows(step.keys), ref)
+        step.keys["ref_through_ms"] = np.maximum(
+            step.keys["ref_through_ms"].to_numpy(dtype=np.int64),
+            watermark // p.fat_finger_reference_ms * p.fat_finger_reference_ms)
+        step.events.rows["verdict"] = book.verdict
+        return _dead_letters(step, np.concatenate(quarantined))
+
+
+def _judged(book: Book, at: np.ndarray, ref: np.ndarray, band: tuple[int, int]) -> np.ndarray:
+    """Pending trades among ``at`` judged against their instrument's reference; returns
+    those quarantined."""
+    at = at[book.verdict[at] == PENDING]
+    off = outside_band(book.units[at], ref[book.inst[at]], band)
+    book.verdict[at] = np.where(off, QUARANTINED, ACCEPTED)
+    return at[off]
+
+
+def _dead_letters(step: Step, at: np.ndarray):
+    if not len(at):
+        return None
+    rows = step.events.rows.take(at)
+    scale = step.params.scale_of(rows["instrument"].to_numpy())
+    price = decimal_text(rows["units"].to_numpy(), scale).to_numpy(zero_copy_only=False)
+    return output_frame([dead_letters(
+        rows.assign(kind="trade").rename(columns={"event_ms": "event_time_ms",
+                                                  "event_us": "event_time_us"}),
+        price, np.full(len(rows), "fat_finger", dtype=object))])
