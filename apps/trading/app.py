@@ -23,6 +23,7 @@ import pandas as pd
 
 from apps.trading.demo import TRADING_DEMO
 from apps.trading.instruments import INPUT_COLUMNS, INSTRUMENTS, entries, screened
+from apps.trading.outputs import joined
 from apps.trading.produce import TRADING_GENERATOR
 from apps.trading.quality import inline_trade_suite
 from apps.trading.reference import Instruments
@@ -47,7 +48,7 @@ def processor(settings: TradingSettings) -> RulesProcessor:
         screen=partial(screened, scales=scales),
         events_of=partial(entries, open_min=params.session_open_min,
                           close_min=params.session_close_min),
-        allowed_lateness_ms=duration_ms(settings.allowed_lateness))
+        allowed_lateness_ms=duration_ms(settings.allowed_lateness), join=joined)
 
 
 def realtime_plan() -> RealtimeApp:

@@ -1,15 +1,12 @@
-"""A call's trades and cancels as numpy columns, in the layer's order (per instrument,
-in the order of docs/trading-rules.md), and sums over windows of them (no loop per trade).
-
-A figure's window [lo, end) closes at a time of its own, not at a trade, so its rows are
-``Events.rows_between`` (one ``searchsorted`` pair for any number of windows at once) and
-its sums are differences of prefix sums. Every rule of a call reads the same book
-(``Book.of``), and the rules that decide a trade's cancel or verdict write it back.
+"""A call's trades and cancels as numpy columns in the layer's order (per instrument, in
+the order of docs/trading-rules.md), read by every rule of the call, and sums over
+windows [lo, end) of them: ``Events.rows_between`` and differences of prefix sums.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -35,7 +32,8 @@ class Book:
 
     @classmethod
     def of(cls, step: Step) -> Book:
-        """The book of ``step``'s events, made once per call."""
+        """The book of ``step``'s events, made once per call (the rules that decide a
+        trade's cancel or verdict write them back to the events)."""
         if "book" not in step.derived:
             e = step.events
             step.derived["book"] = cls(
@@ -45,11 +43,10 @@ class Book:
                 e.column("cancel_ms", np.int64).copy(), e.column("verdict", np.int8).copy())
         return step.derived["book"]
 
-    def live_at(self, end: np.ndarray, at: np.ndarray | None = None) -> np.ndarray:
-        """Accepted and not cancelled before ``end`` (per row, or per row ``at``)."""
-        sel = slice(None) if at is None else at
-        cancel = self.cancel_ms[sel]
-        return (self.verdict[sel] == ACCEPTED) & ((cancel == NONE) | (cancel >= end))
+    def live_at(self, end: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Whether the rows ``at`` are accepted trades not cancelled before ``end``."""
+        cancel = self.cancel_ms[at]
+        return (self.verdict[at] == ACCEPTED) & ((cancel == NONE) | (cancel >= end))
 
     def key_rows(self, keys: pd.DataFrame) -> np.ndarray:
         """Each instrument rank's row in ``keys``."""
@@ -60,8 +57,7 @@ class Book:
         return keys[column].to_numpy(dtype=np.int64)[self.key_rows(keys)]
 
 
-@dataclass(frozen=True)
-class WindowSums:
+class WindowSums(NamedTuple):
     notional: np.ndarray
     volume: np.ndarray
     units: np.ndarray
@@ -76,16 +72,13 @@ class Windows:
     def __init__(self, book: Book, inst: np.ndarray, end: np.ndarray) -> None:
         self.book, self.inst, self.end = book, inst, end
         accepted = book.verdict == ACCEPTED
-        notional = np.where(accepted, book.units * book.size, 0)
-        self._prefix = [np.concatenate([[0], np.cumsum(v, dtype=np.int64)]) for v in (
-            notional, np.where(accepted, book.size, 0), np.where(accepted, book.units, 0),
-            accepted.astype(np.int64))]
+        self._prefix = [np.concatenate([[0], np.cumsum(np.where(accepted, v, 0), dtype=np.int64)])
+                        for v in (book.units * book.size, book.size, book.units, 1)]
         # Pairs (query, cancelled accepted trade of its instrument, cancelled before end):
         # the book is by instrument, so each query's candidates are one range of them.
         cancelled = np.flatnonzero(accepted & (book.cancel_ms != NONE))
-        of_inst = book.inst[cancelled]
-        first = np.searchsorted(of_inst, inst, side="left")
-        count = np.searchsorted(of_inst, inst, side="right") - first
+        first = np.searchsorted(book.inst[cancelled], inst, side="left")
+        count = np.searchsorted(book.inst[cancelled], inst, side="right") - first
         q = np.repeat(np.arange(len(inst)), count)
         c = cancelled[np.arange(count.sum()) + np.repeat(first - np.cumsum(count) + count, count)]
         keep = book.cancel_ms[c] < end[q]
@@ -95,20 +88,9 @@ class Windows:
         book = self.book
         first, last = book.events.rows_between(self.inst, lo, self.end)
         totals = [p[last] - p[first] for p in self._prefix]
-        q, c = self._q, self._c
-        inside = book.t[c] >= lo[q]
-        q, c = q[inside], c[inside]
+        inside = book.t[self._c] >= lo[self._q]
+        q, c = self._q[inside], self._c[inside]
         for total, value in zip(totals, (book.units[c] * book.size[c], book.size[c],
-                                         book.units[c], np.ones(len(c), np.int64)),
-                                strict=True):
+                                         book.units[c], 1), strict=True):
             np.subtract.at(total, q, value)
         return WindowSums(*totals)
-
-
-def group_starts(*keys: np.ndarray) -> np.ndarray:
-    """Indices where any of the (sorted together) ``keys`` changes: run starts."""
-    change = np.zeros(len(keys[0]), bool)
-    change[:1] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    return np.flatnonzero(change)

@@ -55,9 +55,9 @@ def parse_units(prices: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return units
 
 
-def fits_int64(*products: tuple[np.ndarray, np.ndarray]) -> bool:
+def fits_int64(*products: tuple[np.ndarray, int]) -> bool:
     """Whether every ``a * b`` of the pairs stays well inside int64 (checked in floats)."""
-    return all(not len(a) or float(np.max(np.abs(a.astype(np.float64) * b))) < _SAFE
+    return all(not len(a) or float(np.max(np.abs(a.astype(np.float64)))) * b < _SAFE
                for a, b in products)
 
 
@@ -76,11 +76,8 @@ def ema_step(previous: np.ndarray, value: np.ndarray, alpha: tuple[int, int]) ->
     """``alpha * value + (1 - alpha) * previous`` exactly, rounded half-even once (all in
     units of 10**-(scale+4), like their inputs)."""
     a, d = alpha
-    if fits_int64((previous, np.full(len(previous), 2 * d)), (value, np.full(len(value), 2 * d))):
-        exact = previous * (d - a) + value * a
-    else:
-        exact = _as_python_ints(previous) * (d - a) + _as_python_ints(value) * a
-    q, r = np.divmod(exact, d)
+    previous, value = _wide(fits_int64((previous, 2 * d), (value, 2 * d)), previous, value)
+    q, r = np.divmod(previous * (d - a) + value * a, d)
     twice = 2 * r
     up = (twice > d) | ((twice == d) & (q % 2 == 1))
     return (q + up.astype(np.int64)).astype(np.int64)
@@ -91,17 +88,15 @@ def outside_band(units: np.ndarray, reference: np.ndarray, band: tuple[int, int]
     """``|price - ref| > band * ref`` for prices in units (scale s) and references at
     scale + 4 (negative: no reference, the trade passes)."""
     b, d = band
-    if fits_int64((units, np.full(len(units), 2 * ROUNDING * d)),
-                  (reference, np.full(len(units), 2 * max(b, d)))):
-        off = np.abs(units * ROUNDING - reference) * d > reference * b
-    else:
-        price, ref = _as_python_ints(units) * ROUNDING, _as_python_ints(reference)
-        off = (np.abs(price - ref) * d > ref * b).astype(bool)
-    return off & (reference >= 0)
+    units, ref = _wide(fits_int64((units, 2 * ROUNDING * d), (reference, 2 * max(b, d))),
+                       units, reference)
+    return (np.abs(units * ROUNDING - ref) * d > ref * b).astype(bool) & (reference >= 0)
 
 
-def _as_python_ints(values: np.ndarray) -> np.ndarray:
-    return np.array([int(v) for v in np.asarray(values).tolist()], dtype=object)
+def _wide(fits: bool, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays as they are if their products fit int64, else as Python ints (exact)."""
+    return values if fits else tuple(
+        np.array([int(v) for v in np.asarray(a).tolist()], dtype=object) for a in values)
 
 
 def decimal_text(values: np.ndarray, digits: np.ndarray) -> pa.Array:

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from apps.trading.exact import parse_units
-from apps.trading.outputs import dead_letters, output_frame
+from apps.trading.outputs import OutputRows, dead_letters
 from shared.keyed.rules import Keeps
 
 TRADE, CANCEL = 0, 1  # entry kinds
@@ -41,7 +41,7 @@ INSTRUMENTS = Keeps(
     output_order=("instrument", "route", "end_ms", "interval_ms", "trade_id"))
 
 
-def screened(rows: pd.DataFrame, scales: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def screened(rows: pd.DataFrame, scales: pd.Series) -> tuple[pd.DataFrame, list[OutputRows]]:
     """(rows with their price ``units``, dead letters): a trade needs a price that parses
     with at most its instrument's scale decimals and is > 0, and a size > 0."""
     scale = rows["instrument"].map(scales).fillna(0).to_numpy(dtype=np.int64)
@@ -56,9 +56,8 @@ def screened(rows: pd.DataFrame, scales: pd.Series) -> tuple[pd.DataFrame, pd.Da
     too_big = is_trade & (units.astype(np.float64) * size >= 2.0 ** 50)
     reason[too_big & (units > 0) & (size > 0)] = "notional_out_of_range"
     bad = pd.notna(reason)
-    rejected = output_frame([dead_letters(
-        rows[bad], rows["price"].to_numpy(dtype=object)[bad], reason[bad])]) if bad.any() else None
-    return rows[~bad].assign(units=units[~bad]), rejected
+    rejected = dead_letters(rows[bad], rows["price"].to_numpy(dtype=object)[bad], reason[bad])
+    return rows[~bad].assign(units=units[~bad]), [rejected]
 
 
 def entries(rows: pd.DataFrame, open_min: int, close_min: int) -> pd.DataFrame:

@@ -14,34 +14,22 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField
 
-from apps.trading.topics import TRADING
+from apps.trading.topics import TRADE, TRADING, TRADING_BAR, TRADING_FIGURES
 from shared.keyed.bucketed.output_frame import output_frame as stacked
 
 FIGURES_ROUTE = TRADING.outputs[0].name
 BARS_ROUTE = TRADING.outputs[1].name
 DEAD_LETTER_ROUTE = TRADING.dead_letter.name
 
-_FIELDS = (
-    ("route", StringType()), ("instrument", StringType()),
-    # trading.figures
-    ("end_ms", LongType()), ("session_start_ms", LongType()), ("session_vwap", StringType()),
-    ("session_volume", LongType()), ("rolling_vwap", StringType()), ("sma", StringType()),
-    ("ema", StringType()), ("last_price", StringType()),
-    # trading.bars (and end_ms)
-    ("interval_ms", LongType()), ("open", StringType()), ("high", StringType()),
-    ("low", StringType()), ("close", StringType()), ("volume", LongType()),
-    ("notional_units", StringType()), ("trades", LongType()), ("vwap", StringType()),
-    # trading.dead-letter: the record as decoded, and why it was set aside
-    ("reason", StringType()), ("kind", StringType()), ("trade_id", StringType()),
-    ("venue", StringType()), ("seq", LongType()), ("price", StringType()),
-    ("size", LongType()), ("side", StringType()), ("event_time_ms", LongType()),
-    ("event_time_us", LongType()),
-)
-OUTPUT_SCHEMA = StructType([StructField(name, kind, True) for name, kind in _FIELDS])
-COLUMNS = tuple(name for name, _ in _FIELDS)
-_LONGS = frozenset(name for name, kind in _FIELDS if isinstance(kind, LongType))
+# Every output column: the route, then the figures', the bars' and the dead letters' own
+# (the record as decoded, and why it was set aside), each name once, in that order.
+_FIELDS = {f.name: f.dataType for f in (
+    StructField("route", StringType()), *TRADING_FIGURES.struct, *TRADING_BAR.struct,
+    StructField("reason", StringType()), *TRADE.struct)}
+COLUMNS = tuple(_FIELDS)
+_LONGS = frozenset(name for name, kind in _FIELDS.items() if isinstance(kind, LongType))
 
 
 @dataclass(frozen=True)
@@ -57,6 +45,13 @@ def output_frame(parts: list[OutputRows]) -> pd.DataFrame:
     """One frame with every output column, the parts' rows one after the other: longs as
     nullable Int64, the rest strings (shared/keyed/bucketed/output_frame.py)."""
     return stacked(COLUMNS, _LONGS, frozenset(), [(p.columns, p.n) for p in parts])
+
+
+def joined(outputs: list[list[OutputRows]]) -> pd.DataFrame | None:
+    """A call's output frame from what the screen and the rules returned, joined once (a
+    frame per rule joined by ``pd.concat`` costs far more: output_frame.py says why)."""
+    parts = [part for parts in outputs for part in parts if part.n]
+    return output_frame(parts) if parts else None
 
 
 def dead_letters(entries: pd.DataFrame, prices: np.ndarray, reasons: np.ndarray

@@ -15,6 +15,7 @@ from shared.keyed.rules import Field, Reach, Rule, Step
 
 
 class Cancels(Rule):
+    wakes_at_events = False  # a cancel matters from the next end on: that end's timer
     event_fields = (Field("cancel_ms", pa.int64(), NONE),)
 
     def reach(self, p) -> Reach:

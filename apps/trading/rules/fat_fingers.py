@@ -1,14 +1,10 @@
 """Fat fingers (docs/trading-rules.md): a trade in reference bar k is quarantined when
 its price is farther than the band from the VWAP of the latest earlier reference bar
-holding an accepted trade live at that bar's end. With the watermark at W every bar
-ending at or before W is final, so at every watermark:
-
-1. the bars ending in (``ref_through_ms``, W] are folded into the reference in event
-   order: their pending trades are judged against the reference so far, then the bar's
-   live trades (if any) become the reference. One numpy round per bar *rank* (the n-th
-   such bar of each instrument), never one per trade or per instrument;
-2. the pending trades of the bar holding W are judged: no later trade can change their
-   reference any more.
+holding an accepted trade live at that bar's end. Every bar ending at or before the
+watermark W is final, so at every watermark the bars ending in (``ref_through_ms``, W]
+are folded into the reference in event order (their pending trades judged against the
+reference so far, then their live trades, if any, become it: one numpy round per bar
+rank within an instrument), and then the pending trades of the bar holding W are judged.
 """
 
 from __future__ import annotations
@@ -16,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from apps.trading.book import ACCEPTED, PENDING, QUARANTINED, Book, group_starts
+from apps.trading.book import ACCEPTED, PENDING, QUARANTINED, Book
 from apps.trading.exact import decimal_text, outside_band, round_ratio
 from apps.trading.instruments import NONE
-from apps.trading.outputs import dead_letters, output_frame
-from shared.keyed.rules import Field, Reach, Rule, Step
+from apps.trading.outputs import dead_letters
+from shared.keyed.rules import Field, Reach, Rule, Step, rank_in_run, starts_run
 
 NEVER = -(2 ** 62)  # no reference bar folded yet
 
@@ -42,13 +38,11 @@ class FatFingers(Rule):
         quarantined = []
         fold = np.flatnonzero(book.trade & (bar_end > through[book.inst]) & (bar_end <= watermark))
         if len(fold):
-            starts = group_starts(book.inst[fold], bar[fold])  # the bars to fold
-            first_of_inst = group_starts(book.inst[fold[starts]])
-            rank = np.arange(len(starts)) - np.repeat(first_of_inst, np.diff(
-                np.append(first_of_inst, len(starts))))  # the n-th bar of its instrument
-            trade_rank = np.repeat(rank, np.diff(np.append(starts, len(fold))))
-            for r in range(int(rank.max()) + 1):
-                at = fold[trade_rank == r]
+            # The n-th bar to fold of its instrument: the rank of its run among the runs.
+            new_bar = starts_run(book.inst[fold], bar[fold])
+            bar_rank = rank_in_run(book.inst[fold][new_bar])[np.cumsum(new_bar) - 1]
+            for r in range(int(bar_rank.max()) + 1):
+                at = fold[bar_rank == r]
                 quarantined.append(_judged(book, at, ref, p.band))
                 live = at[book.live_at(bar_end[at], at)]
                 notional, volume = np.zeros(len(ref), np.int64), np.zeros(len(ref), np.int64)
@@ -83,7 +77,7 @@ def _dead_letters(step: Step, at: np.ndarray):
     rows = step.events.rows.take(at)
     scale = step.params.scale_of(rows["instrument"].to_numpy())
     price = decimal_text(rows["units"].to_numpy(), scale).to_numpy(zero_copy_only=False)
-    return output_frame([dead_letters(
+    return [dead_letters(
         rows.assign(kind="trade").rename(columns={"event_ms": "event_time_ms",
                                                   "event_us": "event_time_us"}),
-        price, np.full(len(rows), "fat_finger", dtype=object))])
+        price, np.full(len(rows), "fat_finger", dtype=object))]

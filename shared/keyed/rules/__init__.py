@@ -3,7 +3,14 @@ does the generic per-key work (new keys, repeats, buffering until final, trimmin
 wake-ups) on the bucketed engine (shared/keyed/bucketed). See rule.py for the two ways
 to write a rule."""
 
-from shared.keyed.rules.events import EVENT_MS, Events, ends_run, starts_run, sum_before
+from shared.keyed.rules.events import (
+    EVENT_MS,
+    Events,
+    ends_run,
+    rank_in_run,
+    starts_run,
+    sum_before,
+)
 from shared.keyed.rules.keeps import DECIDED, Keeps
 from shared.keyed.rules.params import PARAM_CONTROL, overridden
 from shared.keyed.rules.processor import RulesProcessor
@@ -11,4 +18,4 @@ from shared.keyed.rules.rule import ARRIVAL, FINAL, Field, KeyRule, Reach, Rule,
 
 __all__ = ["ARRIVAL", "DECIDED", "EVENT_MS", "FINAL", "PARAM_CONTROL", "Events", "Field",
            "KeyRule", "Keeps", "Reach", "Rule", "RulesProcessor", "Step", "ends_run",
-           "overridden", "starts_run", "sum_before"]
+           "overridden", "rank_in_run", "starts_run", "sum_before"]

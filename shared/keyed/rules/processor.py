@@ -32,14 +32,19 @@ class RulesProcessor(BucketedProcessor):
     ``params``: the rules' parameters (a frozen dataclass, overridden per call by control
     records when ``keeps.control`` is set). ``screen``: rows -> (rows kept, output rows
     for the rest, e.g. dead letters). ``allowed_lateness_ms``: how long an event is kept
-    for the duplicate check after the watermark passed it."""
+    for the duplicate check after the watermark passed it. ``join``: how the non-None
+    outputs of the screen and the rules become the call's output frame, for rules that
+    return parts of one wide output schema rather than frames (default: frames
+    concatenated)."""
 
     def __init__(self, keeps: Keeps, rules: Sequence[Rule], params: Any, *,
                  events_of: Callable[[pd.DataFrame], pd.DataFrame],
-                 allowed_lateness_ms: int = 0, screen: Screen | None = None) -> None:
+                 allowed_lateness_ms: int = 0, screen: Screen | None = None,
+                 join: Callable[[list[Any]], pd.DataFrame | None] | None = None) -> None:
         self.keeps, self.rules, self.params = keeps, tuple(rules), params
         self.spec = keeps.spec(self.rules)
         self._events_of, self._screen, self.lateness_ms = events_of, screen, allowed_lateness_ms
+        self._join = join or _joined
         self._key = keeps.key.name
         self._fresh_key = {f.name: f.default for r in self.rules for f in r.key_fields}
         self._fresh_event = {f.name: f.default for r in self.rules for f in r.event_fields}
@@ -47,6 +52,8 @@ class RulesProcessor(BucketedProcessor):
         # write their key fields when the history is trimmed.
         self._timed = any(r.timed for r in self.rules)
         self._folds = any(type(r).forget is not Rule.forget for r in self.rules)
+        self._wakes_at_events = any(r.when == FINAL and not r.timed and r.wakes_at_events
+                                    for r in self.rules)
         # The events ``update`` sorted, for the ``on_watermark`` of the same call: the
         # layer hands that hook the history ``update`` returned (unless a cap trimmed it).
         self._updated: Events | None = None
@@ -64,7 +71,7 @@ class RulesProcessor(BucketedProcessor):
         fresh = self._first_deliveries(self._events_of(rows), state.history)
         keys = self._with_new_keys(state.keys, fresh[self._key])
         if not len(fresh):
-            return BucketUpdate(keys=keys, outputs=_joined(outputs))
+            return BucketUpdate(keys=keys, outputs=self._outputs(outputs))
         params = self.params_at(ctx)
         fresh = fresh.assign(**self._fresh_event, **{DECIDED: False})
         events = Events.of(pd.concat([state.history, fresh], ignore_index=True), self._key,
@@ -76,7 +83,7 @@ class RulesProcessor(BucketedProcessor):
             outputs += self._run(ARRIVAL, Step(events, touched, keys, params,
                                                ctx.processing_time_ms))
         self._updated = events
-        return BucketUpdate(keys=keys, outputs=_joined(outputs), history=events.rows)
+        return BucketUpdate(keys=keys, outputs=self._outputs(outputs), history=events.rows)
 
     def on_watermark(self, state: BucketState, ctx: BucketContext) -> BucketUpdate | None:
         history, watermark = state.history, ctx.watermark_ms
@@ -106,11 +113,16 @@ class RulesProcessor(BucketedProcessor):
             for rule in self.rules:
                 rule.forget(forgotten)
         entries = events.rows if keep.all() else events.rows[keep].reset_index(drop=True)
-        wake_at = self._next_undecided(entries, ~entries[DECIDED].to_numpy(dtype=bool))
-        if timers:
-            wake_at = pd.concat([wake_at, *timers]).groupby(level=0, sort=False).min()
-        return BucketUpdate(keys=keys, outputs=_joined(outputs), history=entries,
+        if self._wakes_at_events:
+            timers.append(self._next_undecided(entries, ~entries[DECIDED].to_numpy(dtype=bool)))
+        wake_at = timers[0] if len(timers) == 1 else \
+            pd.concat(timers).groupby(level=0, sort=False).min() if timers else None
+        return BucketUpdate(keys=keys, outputs=self._outputs(outputs), history=entries,
                             wake_at_ms=wake_at)
+
+    def _outputs(self, outputs: list[Any]) -> pd.DataFrame | None:
+        outputs = [o for o in outputs if o is not None]
+        return self._join(outputs) if outputs else None
 
     def _run(self, when: str, step: Step) -> list[pd.DataFrame | None]:
         """The rules of one kind, over ``step.at`` (timed ones even over no event)."""
@@ -119,15 +131,19 @@ class RulesProcessor(BucketedProcessor):
 
     def _first_deliveries(self, events: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
         """Each event once: repeats within the batch and events already kept dropped.
-        The first id column alone finds the few candidates (one hash lookup per event);
-        only those are compared on the key and every id column."""
+        The first id column alone finds the few candidates; only those are compared on
+        the key and every id column."""
         ids = [self._key, *self.keeps.ids]
         events = events.drop_duplicates(subset=ids)
         if not len(history) or not len(events):
             return events
-        maybe = events[ids[1]].isin(history[ids[1]]).to_numpy()
-        if not maybe.any():
+        # A hash table of the few events' ids, looked up by the history's, not one of
+        # the whole history: the kept events that may be repeated.
+        known = history[ids[1]].isin(events[ids[1]]).to_numpy()
+        if not known.any():
             return events
+        history = history[known]
+        maybe = events[ids[1]].isin(history[ids[1]]).to_numpy()
         kept = pd.MultiIndex.from_frame(history[ids])
         repeat = np.zeros(len(events), dtype=bool)
         repeat[maybe] = pd.MultiIndex.from_frame(events[ids][maybe]).isin(kept)

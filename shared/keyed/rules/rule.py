@@ -95,6 +95,11 @@ class Rule:
     # A final rule that must see every watermark of its keys, events made final or not
     # (one that judges what a time, not an event, settles); a rule with timers does.
     every_watermark: ClassVar[bool] = False
+    # False for a final rule that only prepares what timed rules read (attaching a
+    # cancel to its trade, say): the events it works on need not wake their key on their
+    # own, the key's next timer or row runs it first. A key wakes at its next undecided
+    # event only for final rules that keep the default.
+    wakes_at_events: ClassVar[bool] = True
     key_fields: ClassVar[tuple[Field, ...]] = ()
     event_fields: ClassVar[tuple[Field, ...]] = ()
 
