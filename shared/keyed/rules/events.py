@@ -29,7 +29,11 @@ class Events:
     @classmethod
     def of(cls, rows: pd.DataFrame, key: str, tie_break: tuple[str, ...],
            widest_window_ms: int) -> Events:
-        rows = _sorted(rows, key, tie_break)
+        return cls._in(_sorted(rows, key, tie_break), key, widest_window_ms)
+
+    @classmethod
+    def _in(cls, rows: pd.DataFrame, key: str, widest_window_ms: int) -> Events:
+        """Events over ``rows`` in order already."""
         keys = rows[key].to_numpy()
         new_key = np.ones(len(rows), dtype=bool)
         new_key[1:] = keys[1:] != keys[:-1]
@@ -38,6 +42,20 @@ class Events:
         origin = int(event_ms.min()) if len(rows) else 0
         span = (int(event_ms.max()) - origin if len(rows) else 0) + widest_window_ms + 1
         return cls(rows, rank, event_ms, rank * span + (event_ms - origin), span)
+
+    @classmethod
+    def appended(cls, kept: pd.DataFrame, new: pd.DataFrame, key: str,
+                 tie_break: tuple[str, ...], widest_window_ms: int) -> Events:
+        """``Events.of`` kept events and new ones: when the kept ones are in order already
+        (a stored history) only the few new ones are sorted, then put in their places
+        (the kept ones are not sorted again)."""
+        new = _sorted(new, key, tie_break)
+        rows = pd.concat([kept, new], ignore_index=True)
+        order = _merge_order(kept, new, key, tie_break) \
+            if len(kept) and len(new) and _in_order(kept, key, tie_break) else None
+        if order is None:
+            return cls.of(rows, key, tie_break, widest_window_ms)
+        return cls._in(_renumbered(rows.take(order)), key, widest_window_ms)
 
     def holds(self, rows: pd.DataFrame) -> bool:
         """Whether ``rows`` are these events, in this order (the same arrays: a frame
@@ -143,7 +161,7 @@ def _sorted(rows: pd.DataFrame, key: str, tie_break: tuple[str, ...]) -> pd.Data
         ranks = np.zeros(len(rows), dtype=np.int64)
         ranks[at] = _ranks(rows, at, tie_break)
         order = np.lexsort((ranks, event_ms, keys))
-    return rows.take(order).reset_index(drop=True)
+    return _renumbered(rows.take(order))
 
 
 def _ranks(rows: pd.DataFrame, at: np.ndarray, columns: tuple[str, ...]) -> np.ndarray:
@@ -191,3 +209,43 @@ def _in_order(rows: pd.DataFrame, key: str, tie_break: tuple[str, ...]) -> bool:
         except TypeError:
             return False
     return bool((before | undecided).all())
+
+
+def _renumbered(rows: pd.DataFrame) -> pd.DataFrame:
+    """A new frame (from ``take`` or a mask) numbered 0..n-1 without another copy."""
+    rows.index = pd.RangeIndex(len(rows))
+    return rows
+
+
+def _merge_order(kept: pd.DataFrame, new: pd.DataFrame, key: str, tie_break: tuple[str, ...]
+                 ) -> np.ndarray | None:
+    """The order of ``kept`` (in order) followed by ``new`` (sorted) that puts each new
+    row in its place: after the kept rows of its key with an earlier (event time,
+    tie-break), new keys last. O(kept) in numpy; only new rows that tie with kept ones on
+    (key, event time) compare their tie-break values, one by one (None if they do not
+    compare: the caller sorts instead)."""
+    kept_keys = kept[key].to_numpy()
+    run = np.cumsum(starts_run(kept_keys)) - 1
+    names = pd.Index(kept_keys[starts_run(kept_keys)])
+    new_run = names.get_indexer(new[key].to_numpy())
+    fresh = new_run < 0  # keys not kept yet come after every kept one, in their order
+    new_run[fresh] = len(names) + pd.factorize(new[key].to_numpy()[fresh])[0]
+    kept_ms, new_ms = kept[EVENT_MS].to_numpy(np.int64), new[EVENT_MS].to_numpy(np.int64)
+    origin = min(kept_ms.min(), new_ms.min())
+    span = max(kept_ms.max(), new_ms.max()) - origin + 1
+    kept_at, new_at = run * span + (kept_ms - origin), new_run * span + (new_ms - origin)
+    lo = np.searchsorted(kept_at, new_at, side="left")
+    place = np.searchsorted(kept_at, new_at, side="right")
+    if tie_break:
+        kept_ties = [kept[c].to_numpy() for c in tie_break]
+        new_ties = [new[c].to_numpy() for c in tie_break]
+        for i in np.flatnonzero(place > lo).tolist():
+            mine = tuple(v[i] for v in new_ties)
+            try:  # after the tied kept rows that do not come later (ties keep arrival)
+                place[i] = lo[i] + sum(tuple(v[j] for v in kept_ties) <= mine
+                                       for j in range(lo[i], place[i]))
+            except TypeError:
+                return None
+    # New rows at one place (the end of a key's run, say) in key order, then in theirs.
+    by_place = np.lexsort((np.arange(len(new)), new_run, place))
+    return np.insert(np.arange(len(kept)), place[by_place], len(kept) + by_place)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from shared.keyed.bucketed import BucketContext, BucketedProcessor, BucketState, BucketUpdate
-from shared.keyed.rules.events import EVENT_MS, Events
+from shared.keyed.rules.events import EVENT_MS, Events, _renumbered
 from shared.keyed.rules.keeps import DECIDED, Keeps
 from shared.keyed.rules.params import overridden
 from shared.keyed.rules.rule import ARRIVAL, FINAL, Reach, Rule, Step
@@ -74,8 +74,8 @@ class RulesProcessor(BucketedProcessor):
             return BucketUpdate(keys=keys, outputs=self._outputs(outputs))
         params = self.params_at(ctx)
         fresh = fresh.assign(**self._fresh_event, **{DECIDED: False})
-        events = Events.of(pd.concat([state.history, fresh], ignore_index=True), self._key,
-                           self.keeps.tie_break, self._horizon_ms(params))
+        events = Events.appended(state.history, fresh, self._key, self.keeps.tie_break,
+                                 self._horizon_ms(params))
         if any(r.when == ARRIVAL for r in self.rules):  # a hash of every kept key: only then
             touched = np.flatnonzero(
                 events.rows[self._key].isin(fresh[self._key].unique()).to_numpy())
@@ -112,7 +112,7 @@ class RulesProcessor(BucketedProcessor):
                              derived=step.derived)
             for rule in self.rules:
                 rule.forget(forgotten)
-        entries = events.rows if keep.all() else events.rows[keep].reset_index(drop=True)
+        entries = events.rows if keep.all() else _renumbered(events.rows[keep])
         if self._wakes_at_events:
             timers.append(self._next_undecided(entries, ~entries[DECIDED].to_numpy(dtype=bool)))
         wake_at = timers[0] if len(timers) == 1 else \
