@@ -1,10 +1,7 @@
-"""Exact, vectorised number work of the trading app: price strings to integer units,
-half-even rounding of exact fractions, the EMA step, the fat-finger test, and integers
-back to decimal strings (docs/trading-rules.md, "Exact prices").
-
-Everything is int64 numpy over whole columns. A quantity that could overflow int64 (the
-EMA's and the fat-finger test's products with an arbitrary decimal ``alpha``/``band``)
-falls back to Python ints in an object array: still one vectorised call, exact.
+"""Exact, vectorised number work (docs/trading-rules.md, "Exact prices"): price strings
+to integer units, half-even rounding, the EMA step, the fat-finger test, decimal strings.
+All int64 numpy over whole columns; products that could overflow int64 (with an
+arbitrary decimal ``alpha`` or ``band``) fall back to Python ints in an object array.
 """
 
 from __future__ import annotations
@@ -28,9 +25,8 @@ _PLAIN = r"^(?P<w>[0-9]{1,13})(?:\.(?P<f>[0-9]*))?$"
 def parse_units(prices: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Price strings (object array, None allowed) as integer units ``price * 10**scale``;
     0 where a price is missing, malformed or has more decimals than its scale."""
-    n = len(prices)
-    units = np.zeros(n, np.int64)
-    if not n:
+    units = np.zeros(len(prices), np.int64)
+    if not len(prices):
         return units
     text = pa.array(prices, type=pa.string(), from_pandas=True)
     parts = pc.extract_regex(text, _PLAIN)
@@ -68,8 +64,7 @@ def round_ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     q1, r1 = np.divmod(numerator, denominator)
     q2, r2 = np.divmod(r1 * ROUNDING, denominator)
     q = q1 * ROUNDING + q2
-    twice = 2 * r2
-    return q + ((twice > denominator) | ((twice == denominator) & (q % 2 == 1)))
+    return q + ((2 * r2 > denominator) | ((2 * r2 == denominator) & (q % 2 == 1)))
 
 
 def ema_step(previous: np.ndarray, value: np.ndarray, alpha: tuple[int, int]) -> np.ndarray:
@@ -78,9 +73,7 @@ def ema_step(previous: np.ndarray, value: np.ndarray, alpha: tuple[int, int]) ->
     a, d = alpha
     previous, value = _wide(fits_int64((previous, 2 * d), (value, 2 * d)), previous, value)
     q, r = np.divmod(previous * (d - a) + value * a, d)
-    twice = 2 * r
-    up = (twice > d) | ((twice == d) & (q % 2 == 1))
-    return (q + up.astype(np.int64)).astype(np.int64)
+    return (q + ((2 * r > d) | ((2 * r == d) & (q % 2 == 1))).astype(np.int64)).astype(np.int64)
 
 
 def outside_band(units: np.ndarray, reference: np.ndarray, band: tuple[int, int]

@@ -1,12 +1,8 @@
-"""What the trading app keeps per instrument: its recent trades and cancels
-(shared/keyed/rules), and how a batch's records become them.
-
-The layer keeps an instrument's trades and cancels not final yet (ahead of the
-watermark) and the final ones while a rule's reach (a rolling window, a bar, the
-fat-finger reference bar, the cancel horizon) or the duplicate check needs them; each
-rule keeps its own fields (apps/trading/rules/). Records with a bad price or size go to
-the dead letters first; trades outside the session are not kept (no figure counts them).
-Ordering within a millisecond is docs/trading-rules.md's ("Order").
+"""What the trading app keeps per instrument (shared/keyed/rules): its trades and cancels
+not final yet, and the final ones while a rule's reach or the duplicate check needs them,
+in the order of docs/trading-rules.md; and how a batch's records become them (bad prices
+and sizes to the dead letters, trades outside the session not kept: no figure counts
+them). Each rule keeps its own fields (apps/trading/rules/).
 """
 
 from __future__ import annotations
@@ -56,8 +52,7 @@ def screened(rows: pd.DataFrame, scales: pd.Series) -> tuple[pd.DataFrame, list[
     too_big = is_trade & (units.astype(np.float64) * size >= 2.0 ** 50)
     reason[too_big & (units > 0) & (size > 0)] = "notional_out_of_range"
     bad = pd.notna(reason)
-    rejected = dead_letters(rows[bad], rows["price"].to_numpy(dtype=object)[bad], reason[bad])
-    return rows[~bad].assign(units=units[~bad]), [rejected]
+    return rows[~bad].assign(units=units[~bad]), [dead_letters(rows[bad], reason[bad])]
 
 
 def entries(rows: pd.DataFrame, open_min: int, close_min: int) -> pd.DataFrame:

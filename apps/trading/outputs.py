@@ -54,14 +54,9 @@ def joined(outputs: list[list[OutputRows]]) -> pd.DataFrame | None:
     return output_frame(parts) if parts else None
 
 
-def dead_letters(entries: pd.DataFrame, prices: np.ndarray, reasons: np.ndarray
-                 ) -> OutputRows:
-    """Records set aside by the app (bad price or size, fat finger), one row each."""
-    return OutputRows({
-        "route": np.full(len(entries), DEAD_LETTER_ROUTE, dtype=object),
-        "instrument": entries["instrument"].to_numpy(), "reason": reasons,
-        "kind": entries["kind"].to_numpy(), "trade_id": entries["trade_id"].to_numpy(),
-        "venue": entries["venue"].to_numpy(), "seq": entries["seq"].to_numpy(),
-        "price": prices, "size": entries["size"].to_numpy(), "side": entries["side"].to_numpy(),
-        "event_time_ms": entries["event_time_ms"].to_numpy(),
-        "event_time_us": entries["event_time_us"].to_numpy()}, len(entries))
+def dead_letters(records: pd.DataFrame, reasons: object) -> OutputRows:
+    """Records set aside by the app (bad price or size, fat finger), as decoded (the
+    trade record's fields), one row each with its reason."""
+    return OutputRows({"route": np.full(len(records), DEAD_LETTER_ROUTE, dtype=object),
+                       "reason": reasons, **{f.name: records[f.name].to_numpy()
+                                             for f in TRADE.struct}}, len(records))

@@ -72,12 +72,8 @@ def _judged(book: Book, at: np.ndarray, ref: np.ndarray, band: tuple[int, int]) 
 
 
 def _dead_letters(step: Step, at: np.ndarray):
-    if not len(at):
-        return None
-    rows = step.events.rows.take(at)
-    scale = step.params.scale_of(rows["instrument"].to_numpy())
-    price = decimal_text(rows["units"].to_numpy(), scale).to_numpy(zero_copy_only=False)
-    return [dead_letters(
-        rows.assign(kind="trade").rename(columns={"event_ms": "event_time_ms",
-                                                  "event_us": "event_time_us"}),
-        price, np.full(len(rows), "fat_finger", dtype=object))]
+    rows = step.events.rows.take(at).rename(
+        columns={"event_ms": "event_time_ms", "event_us": "event_time_us"})
+    price = decimal_text(rows["units"].to_numpy(), step.params.scale_of(rows["instrument"]))
+    return [dead_letters(rows.assign(kind="trade", price=price.to_numpy(zero_copy_only=False)),
+                         np.full(len(rows), "fat_finger", dtype=object))]
