@@ -56,6 +56,10 @@ class Book:
         """A key field as one value per instrument rank (a copy)."""
         return keys[column].to_numpy(dtype=np.int64)[self.key_rows(keys)]
 
+    def store(self, step: Step, column: str, per_rank: np.ndarray) -> None:
+        """Set a key field from one value per instrument rank."""
+        step.set_keys(column, self.key_rows(step.keys), per_rank)
+
 
 class WindowSums(NamedTuple):
     notional: np.ndarray

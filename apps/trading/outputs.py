@@ -1,16 +1,12 @@
-"""The trading operator's one output stream: figures, bars and quarantined records.
-
-The bucketed operator runs once per batch and writes to three topics, so its rows carry
-a ``route`` column naming each row's registry topic (``Output.topic_column``, see
-shared/app/definition.py): ``trading.figures`` (TRADING_FIGURES fields), ``trading.bars``
-(TRADING_BAR fields) or ``trading.dead-letter`` (the record's fields plus ``reason``).
-Fields that do not belong to a row's topic are null, and Spark's ``to_json`` leaves
-nulls out, so each topic's JSON holds exactly its own fields.
+"""The operator's one output stream: its rows carry a ``route`` column naming each row's
+topic (``Output.topic_column``, shared/app/definition.py): figures, bars or dead
+letters. Fields not of a row's topic are null, and Spark's ``to_json`` leaves nulls
+out, so each topic's JSON holds exactly its own fields.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -19,10 +15,8 @@ from pyspark.sql.types import LongType, StringType, StructField
 from apps.trading.topics import TRADE, TRADING, TRADING_BAR, TRADING_FIGURES
 from shared.keyed.bucketed.output_frame import output_frame as stacked
 
-FIGURES_ROUTE = TRADING.outputs[0].name
-BARS_ROUTE = TRADING.outputs[1].name
+FIGURES_ROUTE, BARS_ROUTE = (topic.name for topic in TRADING.outputs)
 DEAD_LETTER_ROUTE = TRADING.dead_letter.name
-
 # Every output column: the route, then the figures', the bars' and the dead letters' own
 # (the record as decoded, and why it was set aside), each name once, in that order.
 _FIELDS = {f.name: f.dataType for f in (
@@ -32,19 +26,22 @@ COLUMNS = tuple(_FIELDS)
 _LONGS = frozenset(name for name, kind in _FIELDS.items() if isinstance(kind, LongType))
 
 
-@dataclass(frozen=True)
-class OutputRows:
-    """Output rows of one kind: values of some output columns (numpy, Arrow or pandas
-    arrays of ``n`` values) by name; the other columns are null in these rows."""
+class OutputRows(NamedTuple):
+    """Rows of one route: some output columns' values (arrays of ``n``) by name; the
+    other columns are null in these rows."""
 
     columns: dict[str, object]
     n: int
 
 
+def routed(route: str, n: int, **columns: object) -> OutputRows:
+    return OutputRows({"route": np.full(n, route, dtype=object), **columns}, n)
+
+
 def output_frame(parts: list[OutputRows]) -> pd.DataFrame:
     """One frame with every output column, the parts' rows one after the other: longs as
     nullable Int64, the rest strings (shared/keyed/bucketed/output_frame.py)."""
-    return stacked(COLUMNS, _LONGS, frozenset(), [(p.columns, p.n) for p in parts])
+    return stacked(COLUMNS, _LONGS, frozenset(), parts)
 
 
 def joined(outputs: list[list[OutputRows]]) -> pd.DataFrame | None:
@@ -57,6 +54,5 @@ def joined(outputs: list[list[OutputRows]]) -> pd.DataFrame | None:
 def dead_letters(records: pd.DataFrame, reasons: object) -> OutputRows:
     """Records set aside by the app (bad price or size, fat finger), as decoded (the
     trade record's fields), one row each with its reason."""
-    return OutputRows({"route": np.full(len(records), DEAD_LETTER_ROUTE, dtype=object),
-                       "reason": reasons, **{f.name: records[f.name].to_numpy()
-                                             for f in TRADE.struct}}, len(records))
+    return routed(DEAD_LETTER_ROUTE, len(records), reason=reasons,
+                  **{f.name: records[f.name].to_numpy() for f in TRADE.struct})

@@ -54,7 +54,7 @@ class FatFingers(Rule):
                                   & (bar * p.fat_finger_reference_ms <= watermark)
                                   & (bar_end > watermark))
         quarantined.append(_judged(book, open_bar, ref, p.band))
-        step.set_keys("ref_x", book.key_rows(step.keys), ref)
+        book.store(step, "ref_x", ref)
         step.keys["ref_through_ms"] = np.maximum(
             step.keys["ref_through_ms"].to_numpy(dtype=np.int64),
             watermark // p.fat_finger_reference_ms * p.fat_finger_reference_ms)

@@ -1,12 +1,8 @@
-"""Bars and figures whose end the watermark has passed (docs/trading-rules.md), once
-each: for every end in (``emitted_ms``, W] whose step or bar holds a trade live at it.
-They fall due at their ends, not at a trade's time: both set timers at the next end.
-
-A figure sums the trades live at its end: the session, rolling and SMA windows are
-prefix sums over the book (``book.Windows``); only the EMA is sequential, one numpy
-round per figure rank within an instrument. A session's trades that leave the history
-are folded into its running sums (``base_*``). Bars run first, then Figures moves
-``emitted_ms`` to the watermark.
+"""Bars and figures (docs/trading-rules.md), once each, for every end in (``emitted_ms``,
+W] whose step or bar holds a trade live at it: due at their ends, not at a trade's time,
+so both set timers. Window sums are prefix sums over the book (``book.Windows``); only
+the EMA is sequential, one numpy round per figure rank within an instrument. Bars run
+first, then Figures moves ``emitted_ms`` to the watermark.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import pyarrow.compute as pc
 from apps.trading.book import ACCEPTED, QUARANTINED, Book, Windows
 from apps.trading.exact import EXTRA_DIGITS, decimal_text, ema_step, round_ratio
 from apps.trading.instruments import NONE
-from apps.trading.outputs import BARS_ROUTE, FIGURES_ROUTE, OutputRows
+from apps.trading.outputs import BARS_ROUTE, FIGURES_ROUTE, routed
 from apps.trading.rules.fat_fingers import NEVER
 from shared.keyed.rules import Field, Reach, Rule, Step, rank_in_run, starts_run
 
@@ -40,17 +36,16 @@ class Bars(Rule):
             last = np.append(starts[1:], len(at)) - 1
             units, size, inst = book.units[at], book.size[at], book.inst[at[starts]]
             notional, volume = np.add.reduceat(units * size, starts), np.add.reduceat(size, starts)
-            out.append(OutputRows({
-                "route": np.full(len(starts), BARS_ROUTE, dtype=object),
-                "instrument": book.names[inst], "interval_ms": np.full(len(starts), interval),
-                "end_ms": end[at[starts]], "open": decimal_text(units[starts], scale[inst]),
-                "high": decimal_text(np.maximum.reduceat(units, starts), scale[inst]),
-                "low": decimal_text(np.minimum.reduceat(units, starts), scale[inst]),
-                "close": decimal_text(units[last], scale[inst]), "volume": volume,
-                "notional_units": pc.cast(pa.array(notional), pa.string()),
-                "trades": np.diff(np.append(starts, len(at))),
-                "vwap": decimal_text(round_ratio(notional, volume), scale[inst] + EXTRA_DIGITS)},
-                len(starts)))
+            out.append(routed(
+                BARS_ROUTE, len(starts), instrument=book.names[inst],
+                interval_ms=np.full(len(starts), interval), end_ms=end[at[starts]],
+                open=decimal_text(units[starts], scale[inst]),
+                high=decimal_text(np.maximum.reduceat(units, starts), scale[inst]),
+                low=decimal_text(np.minimum.reduceat(units, starts), scale[inst]),
+                close=decimal_text(units[last], scale[inst]), volume=volume,
+                notional_units=pc.cast(pa.array(notional), pa.string()),
+                trades=np.diff(np.append(starts, len(at))),
+                vwap=decimal_text(round_ratio(notional, volume), scale[inst] + EXTRA_DIGITS)))
         return out
 
     def wake_at(self, step: Step) -> pd.Series:
@@ -89,16 +84,15 @@ class Figures(Rule):
         sma = windows.sums(np.maximum(end - p.sma_ms, session))
         scale = p.scale_of(book.names)[inst]
         digits = scale + EXTRA_DIGITS
-        return [OutputRows({
-            "route": np.full(len(inst), FIGURES_ROUTE, dtype=object),
-            "instrument": book.names[inst], "end_ms": end, "session_start_ms": session,
-            "session_vwap": decimal_text(round_ratio(notional, volume), digits),
-            "session_volume": volume, "rolling_vwap": _rolling_json(p.rolling_vwap_ms, [
+        return [routed(
+            FIGURES_ROUTE, len(inst), instrument=book.names[inst], end_ms=end,
+            session_start_ms=session, session_volume=volume,
+            session_vwap=decimal_text(round_ratio(notional, volume), digits),
+            rolling_vwap=_rolling_json(p.rolling_vwap_ms, [
                 decimal_text(round_ratio(w.notional, w.volume), digits) for w in rolling]),
-            "sma": decimal_text(round_ratio(sma.units, sma.count), digits),
-            "ema": decimal_text(_ema(step, book, inst, session, step_x), digits),
-            "last_price": decimal_text(units[np.append(starts[1:], len(at)) - 1], scale)},
-            len(inst))]
+            sma=decimal_text(round_ratio(sma.units, sma.count), digits),
+            ema=decimal_text(_ema(step, book, inst, session, step_x), digits),
+            last_price=decimal_text(units[np.append(starts[1:], len(at)) - 1], scale))]
 
     def wake_at(self, step: Step) -> pd.Series:
         return _next_end(Book.of(step), (step.params.step_ms,), step.watermark_ms)
@@ -111,18 +105,17 @@ class Figures(Rule):
         gone = step.at[book.trade[step.at]]
         latest = np.full(len(book.names), NONE, np.int64)
         np.maximum.at(latest, book.inst[gone], book.session_ms[gone])
-        base_session = book.per_rank(keys, "base_session_ms")
-        session = np.maximum(base_session, latest)
-        same = session == base_session
-        notional = np.where(same, book.per_rank(keys, "base_notional"), 0)
-        volume = np.where(same, book.per_rank(keys, "base_volume"), 0)
-        counts = gone[(book.verdict[gone] == ACCEPTED) & (book.cancel_ms[gone] == NONE)]
-        counts = counts[book.session_ms[counts] == session[book.inst[counts]]]
+        session = np.maximum(book.per_rank(keys, "base_session_ms"), latest)
+        same = session == book.per_rank(keys, "base_session_ms")
+        notional, volume = (np.where(same, book.per_rank(keys, c), 0)
+                            for c in ("base_notional", "base_volume"))
+        counts = gone[(book.verdict[gone] == ACCEPTED) & (book.cancel_ms[gone] == NONE)
+                      & (book.session_ms[gone] == session[book.inst[gone]])]
         np.add.at(notional, book.inst[counts], book.units[counts] * book.size[counts])
         np.add.at(volume, book.inst[counts], book.size[counts])
-        for column, values in (("base_session_ms", session), ("base_notional", notional),
-                               ("base_volume", volume)):
-            step.set_keys(column, book.key_rows(keys), values)
+        for column, values in zip(("base_session_ms", "base_notional", "base_volume"),
+                                  (session, notional, volume), strict=True):
+            book.store(step, column, values)
 
 
 def _due(book: Book, interval_ms: int, emitted: np.ndarray, watermark_ms: int):
@@ -159,8 +152,8 @@ def _ema(step: Step, book: Book, inst: np.ndarray, session: np.ndarray, step_x: 
         cont = np.flatnonzero(prev_session[i] == session[at])
         ema[at[cont]] = ema_step(prev_x[i][cont], step_x[at][cont], step.params.alpha)
         prev_session[i], prev_x[i] = session[at], ema[at]
-    step.set_keys("ema_session_ms", book.key_rows(step.keys), prev_session)
-    step.set_keys("ema_x", book.key_rows(step.keys), prev_x)
+    book.store(step, "ema_session_ms", prev_session)
+    book.store(step, "ema_x", prev_x)
     return ema
 
 
