@@ -145,8 +145,8 @@ def _sorted(rows: pd.DataFrame, key: str, tie_break: tuple[str, ...]) -> pd.Data
     number and event time; the tie-break columns are compared only among rows that tie
     on (key, event time) (the order must not depend on arrival, for replays and oracles).
     A stored history comes grouped already: checking that is O(n)."""
-    if _in_order(rows, key, tie_break):
-        return rows.reset_index(drop=True)
+    if _in_order(rows, key, tie_break):  # a shallow copy: rules replace columns, never write
+        return _renumbered(rows.copy(deep=False))  # into them (Step.mark)
     keys = pd.factorize(rows[key].to_numpy())[0]
     event_ms = rows[EVENT_MS].to_numpy(dtype=np.int64)
     if _strictly_ordered(keys, event_ms):

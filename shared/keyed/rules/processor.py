@@ -160,12 +160,13 @@ class RulesProcessor(BucketedProcessor):
         return pd.concat([keys, fresh.astype(keys.dtypes.to_dict())]).sort_index()
 
     def _events_from(self, history: pd.DataFrame, horizon_ms: int) -> Events:
-        """``history`` as events (a copy: decided flags are set in it), in the order
-        ``update`` computed when the layer handed its history back as it was."""
+        """``history`` as events (a shallow copy: rules replace its columns, never write
+        into them), in the order ``update`` computed when the layer handed its history
+        back as it was."""
         updated, self._updated = self._updated, None
         if updated is None or not updated.holds(history):
             return Events.of(history, self._key, self.keeps.tie_break, horizon_ms)
-        return updated.over(history.copy())
+        return updated.over(history.copy(deep=False))
 
     def _reaches(self, params: Any) -> list[Reach]:
         return [rule.reach(params) for rule in self.rules]

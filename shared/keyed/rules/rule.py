@@ -83,9 +83,12 @@ class Step:
         self.keys[column] = updated
 
     def mark(self, column: str, at: np.ndarray, value: Any = True) -> None:
-        """Set an event field on the rows ``at``."""
+        """Set an event field on the rows ``at`` (a new column: the rows may share their
+        arrays with the layer's history, which must not change under it)."""
         if len(at):
-            self.events.rows.loc[at, column] = value
+            values = self.events.rows[column].to_numpy(copy=True)
+            values[at] = value
+            self.events.rows[column] = values
 
 
 class Rule:
