@@ -56,6 +56,13 @@ class Book:
         """A key field as one value per instrument rank (a copy)."""
         return keys[column].to_numpy(dtype=np.int64)[self.key_rows(keys)]
 
+    def notional_volume(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per instrument rank, the notional and the volume of the trades ``at``."""
+        notional, volume = np.zeros(len(self.names), np.int64), np.zeros(len(self.names), np.int64)
+        np.add.at(notional, self.inst[at], self.units[at] * self.size[at])
+        np.add.at(volume, self.inst[at], self.size[at])
+        return notional, volume
+
     def store(self, step: Step, column: str, per_rank: np.ndarray) -> None:
         """Set a key field from one value per instrument rank."""
         step.set_keys(column, self.key_rows(step.keys), per_rank)

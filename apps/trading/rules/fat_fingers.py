@@ -44,10 +44,7 @@ class FatFingers(Rule):
             for r in range(int(bar_rank.max()) + 1):
                 at = fold[bar_rank == r]
                 quarantined.append(_judged(book, at, ref, p.band))
-                live = at[book.live_at(bar_end[at], at)]
-                notional, volume = np.zeros(len(ref), np.int64), np.zeros(len(ref), np.int64)
-                np.add.at(notional, book.inst[live], book.units[live] * book.size[live])
-                np.add.at(volume, book.inst[live], book.size[live])
+                notional, volume = book.notional_volume(at[book.live_at(bar_end[at], at)])
                 has = volume > 0
                 ref[has] = round_ratio(notional[has], volume[has])
         open_bar = np.flatnonzero(book.trade & (book.verdict == PENDING)

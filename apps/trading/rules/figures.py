@@ -107,15 +107,12 @@ class Figures(Rule):
         np.maximum.at(latest, book.inst[gone], book.session_ms[gone])
         session = np.maximum(book.per_rank(keys, "base_session_ms"), latest)
         same = session == book.per_rank(keys, "base_session_ms")
-        notional, volume = (np.where(same, book.per_rank(keys, c), 0)
-                            for c in ("base_notional", "base_volume"))
-        counts = gone[(book.verdict[gone] == ACCEPTED) & (book.cancel_ms[gone] == NONE)
-                      & (book.session_ms[gone] == session[book.inst[gone]])]
-        np.add.at(notional, book.inst[counts], book.units[counts] * book.size[counts])
-        np.add.at(volume, book.inst[counts], book.size[counts])
-        for column, values in zip(("base_session_ms", "base_notional", "base_volume"),
-                                  (session, notional, volume), strict=True):
-            book.store(step, column, values)
+        counts = book.notional_volume(gone[
+            (book.verdict[gone] == ACCEPTED) & (book.cancel_ms[gone] == NONE)
+            & (book.session_ms[gone] == session[book.inst[gone]])])
+        book.store(step, "base_session_ms", session)
+        for column, count in zip(("base_notional", "base_volume"), counts, strict=True):
+            book.store(step, column, np.where(same, book.per_rank(keys, column), 0) + count)
 
 
 def _due(book: Book, interval_ms: int, emitted: np.ndarray, watermark_ms: int):
