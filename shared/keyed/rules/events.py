@@ -32,12 +32,12 @@ class Events:
         return cls._in(_sorted(rows, key, tie_break), key, widest_window_ms)
 
     @classmethod
-    def _in(cls, rows: pd.DataFrame, key: str, widest_window_ms: int) -> Events:
-        """Events over ``rows`` in order already."""
-        keys = rows[key].to_numpy()
-        new_key = np.ones(len(rows), dtype=bool)
-        new_key[1:] = keys[1:] != keys[:-1]
-        rank = np.cumsum(new_key).astype(np.int64) - 1
+    def _in(cls, rows: pd.DataFrame, key: str, widest_window_ms: int,
+            rank: np.ndarray | None = None) -> Events:
+        """Events over ``rows`` in order already (``rank``: each row's key number, when
+        known)."""
+        if rank is None:
+            rank = np.cumsum(_key_runs(rows[key].to_numpy())).astype(np.int64) - 1
         event_ms = rows[EVENT_MS].to_numpy(dtype=np.int64)
         origin = int(event_ms.min()) if len(rows) else 0
         span = (int(event_ms.max()) - origin if len(rows) else 0) + widest_window_ms + 1
@@ -51,11 +51,13 @@ class Events:
         (the kept ones are not sorted again)."""
         new = _sorted(new, key, tie_break)
         rows = pd.concat([kept, new], ignore_index=True)
-        order = _merge_order(kept, new, key, tie_break) \
-            if len(kept) and len(new) and _in_order(kept, key, tie_break) else None
-        if order is None:
+        kept_runs = _key_runs(kept[key].to_numpy())
+        merged = _merge_order(kept, new, key, tie_break, kept_runs) if len(kept) and len(
+            new) and _in_order(kept, key, tie_break, kept_runs) else None
+        if merged is None:
             return cls.of(rows, key, tie_break, widest_window_ms)
-        return cls._in(_renumbered(rows.take(order)), key, widest_window_ms)
+        order, rank = merged
+        return cls._in(_renumbered(rows.take(order)), key, widest_window_ms, rank)
 
     def holds(self, rows: pd.DataFrame) -> bool:
         """Whether ``rows`` are these events, in this order (the same arrays: a frame
@@ -184,14 +186,22 @@ def _strictly_ordered(keys: np.ndarray, event_ms: np.ndarray) -> bool:
                 and (keys[1:] >= keys[:-1]).all())
 
 
-def _in_order(rows: pd.DataFrame, key: str, tie_break: tuple[str, ...]) -> bool:
+def _key_runs(keys: np.ndarray) -> np.ndarray:
+    """Whether each row starts a run of one key (the one pass over the key objects)."""
+    new_key = np.ones(len(keys), dtype=bool)
+    new_key[1:] = keys[1:] != keys[:-1]
+    return new_key
+
+
+def _in_order(rows: pd.DataFrame, key: str, tie_break: tuple[str, ...],
+              new_key: np.ndarray | None = None) -> bool:
     """Whether ``rows`` are in the order :func:`_sorted` makes already (each key's rows
     together, in (event time, tie-break) order), as a stored history is: neighbours
     compared, no key hashed or sorted. The tie-break columns are compared only between
-    neighbours that tie on (key, event time); values that do not compare (None) say no."""
+    neighbours that tie on (key, event time); values that do not compare (None) say no.
+    ``new_key``: :func:`_key_runs` of the rows, when known."""
     keys = rows[key].to_numpy()
-    new_key = np.ones(len(keys), dtype=bool)
-    new_key[1:] = keys[1:] != keys[:-1]
+    new_key = _key_runs(keys) if new_key is None else new_key
     if len(pd.unique(keys[new_key])) != int(new_key.sum()):
         return False
     event_ms = rows[EVENT_MS].to_numpy(dtype=np.int64)
@@ -217,16 +227,16 @@ def _renumbered(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _merge_order(kept: pd.DataFrame, new: pd.DataFrame, key: str, tie_break: tuple[str, ...]
-                 ) -> np.ndarray | None:
-    """The order of ``kept`` (in order) followed by ``new`` (sorted) that puts each new
-    row in its place: after the kept rows of its key with an earlier (event time,
-    tie-break), new keys last. O(kept) in numpy; only new rows that tie with kept ones on
-    (key, event time) compare their tie-break values, one by one (None if they do not
-    compare: the caller sorts instead)."""
+def _merge_order(kept: pd.DataFrame, new: pd.DataFrame, key: str, tie_break: tuple[str, ...],
+                 kept_runs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The order of ``kept`` (in order; ``kept_runs``: its key runs) followed by ``new``
+    (sorted) that puts each new row in its place, after the kept rows of its key with an
+    earlier (event time, tie-break), new keys last; and each merged row's key number.
+    O(kept) in numpy; only the rows that tie on (key, event time) are ranked on the
+    tie-break columns (None if their values do not compare: the caller sorts instead)."""
     kept_keys = kept[key].to_numpy()
-    run = np.cumsum(starts_run(kept_keys)) - 1
-    names = pd.Index(kept_keys[starts_run(kept_keys)])
+    run = np.cumsum(kept_runs) - 1
+    names = pd.Index(kept_keys[kept_runs])
     new_run = names.get_indexer(new[key].to_numpy())
     fresh = new_run < 0  # keys not kept yet come after every kept one, in their order
     new_run[fresh] = len(names) + pd.factorize(new[key].to_numpy()[fresh])[0]
@@ -236,16 +246,27 @@ def _merge_order(kept: pd.DataFrame, new: pd.DataFrame, key: str, tie_break: tup
     kept_at, new_at = run * span + (kept_ms - origin), new_run * span + (new_ms - origin)
     lo = np.searchsorted(kept_at, new_at, side="left")
     place = np.searchsorted(kept_at, new_at, side="right")
-    if tie_break:
-        kept_ties = [kept[c].to_numpy() for c in tie_break]
-        new_ties = [new[c].to_numpy() for c in tie_break]
-        for i in np.flatnonzero(place > lo).tolist():
-            mine = tuple(v[i] for v in new_ties)
-            try:  # after the tied kept rows that do not come later (ties keep arrival)
-                place[i] = lo[i] + sum(tuple(v[j] for v in kept_ties) <= mine
-                                       for j in range(lo[i], place[i]))
-            except TypeError:
-                return None
+    tied = np.flatnonzero(place > lo)
+    if len(tied) and tie_break:
+        # Each tied new row, ranked with the kept rows it ties with (a kept row first
+        # among equals: ties keep arrival order), goes after those ranked before it.
+        counts = place[tied] - lo[tied]
+        owner = np.repeat(np.arange(len(tied)), counts)
+        kept_rows = np.arange(counts.sum()) + np.repeat(lo[tied] - np.cumsum(counts) + counts,
+                                                        counts)
+        try:
+            codes = [pd.factorize(np.concatenate([kept[c].to_numpy()[kept_rows],
+                                                  new[c].to_numpy()[tied]]), sort=True)[0]
+                     for c in tie_break]
+        except TypeError:
+            return None
+        is_new = np.arange(len(kept_rows) + len(tied)) >= len(kept_rows)
+        rank = np.empty(len(is_new), np.int64)
+        rank[np.lexsort((is_new, *codes[::-1]))] = np.arange(len(is_new))
+        before = rank[:len(kept_rows)] < rank[len(kept_rows):][owner]
+        place[tied] = lo[tied] + np.bincount(owner, weights=before, minlength=len(tied)
+                                             ).astype(np.int64)
     # New rows at one place (the end of a key's run, say) in key order, then in theirs.
     by_place = np.lexsort((np.arange(len(new)), new_run, place))
-    return np.insert(np.arange(len(kept)), place[by_place], len(kept) + by_place)
+    order = np.insert(np.arange(len(kept)), place[by_place], len(kept) + by_place)
+    return order, np.concatenate([run, new_run])[order]
