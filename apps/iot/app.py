@@ -32,7 +32,7 @@ from shared.keyed.rules.discover import rules_in
 def processor(settings: IotSettings) -> RulesProcessor:
     return RulesProcessor(devices(settings), rules_in("apps.iot.rules"),
                           RuleParams.from_settings(settings), events_of=readings,
-                          screen=split_out_of_range, shape=shaped, with_control=with_control)
+                          screen=split_out_of_range, join=shaped, with_control=with_control)
 
 
 IOT_APP = AppDefinition(

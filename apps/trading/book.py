@@ -1,85 +1,74 @@
-"""A bucket's trades as numpy columns in book order, and window sums over them (no loop
-per trade).
-
-Trades are in the order of docs/trading-rules.md within each instrument, instruments by
-name (entry_order.py finds it from the history's own grouping, without a sort of the
-whole history). Each trade gets one int64 ``position`` = instrument rank * span + event
-time offset, increasing along the array, so "the instrument's trades with event time in
-[lo, end)" is one ``searchsorted`` pair for any number of windows at once, and sums over
-it are differences of prefix sums.
+"""A call's trades and cancels as numpy columns in the layer's order (per instrument, in
+the order of docs/trading-rules.md), read by every rule of the call, and sums over
+windows [lo, end) of them: ``Events.rows_between`` and differences of prefix sums.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from apps.trading.entry_order import Blocks, book_rows, ranges
-from apps.trading.instrument_state import ACCEPTED, NONE, TRADE
+from apps.trading.instruments import NONE, TRADE
+from shared.keyed.rules import Events, Step, starts_run
+
+PENDING, ACCEPTED, QUARANTINED = 0, 1, 2  # a trade's fat-finger verdict
 
 
 @dataclass
 class Book:
-    history: pd.DataFrame  # the call's history as given: trades, cancels, every column
-    at: np.ndarray  # the history row of each trade, in book order
-    inst: np.ndarray  # each trade's instrument rank in ``names`` (non-decreasing)
-    names: pd.Index  # instrument of each rank
+    events: Events
+    inst: np.ndarray  # each row's instrument rank (non-decreasing)
+    names: np.ndarray  # the instrument of each rank
     t: np.ndarray  # event ms
+    trade: np.ndarray  # a trade, not a cancel
     units: np.ndarray
     size: np.ndarray
-    cancel_ms: np.ndarray
     session_ms: np.ndarray
-    verdict: np.ndarray  # updated in place by the fat-finger judge
-    origin: int
-    span: int
+    cancel_ms: np.ndarray  # of the cancel that counts against the trade, or NONE
+    verdict: np.ndarray
 
     @classmethod
-    def of(cls, history: pd.DataFrame, blocks: Blocks, cancel_ms: np.ndarray, widest_ms: int
-           ) -> Book:
-        """The history's trades; ``cancel_ms`` per history row (counted cancels attached)."""
-        at, inst, names = book_rows(history, blocks, history["kind"].to_numpy() == TRADE)
-        t = history["event_ms"].to_numpy(dtype=np.int64)[at]
-        origin = int(t.min()) if len(t) else 0
-        span = (int(t.max()) - origin if len(t) else 0) + 2 * widest_ms + 2
-        return cls(history, at, inst, names, t, _taken(history, "units", at, np.int64),
-                   _taken(history, "size", at, np.int64), cancel_ms[at],
-                   _taken(history, "session_ms", at, np.int64),
-                   _taken(history, "verdict", at, np.int8), origin, span)
+    def of(cls, step: Step) -> Book:
+        """The book of ``step``'s events, made once per call (the rules that decide a
+        trade's cancel or verdict write them back to the events)."""
+        if "book" not in step.derived:
+            e = step.events
+            step.derived["book"] = cls(
+                e, e.key, e.column("instrument")[starts_run(e.key)], e.event_ms,
+                e.column("kind") == TRADE, e.column("units", np.int64),
+                e.column("size", np.int64), e.column("session_ms", np.int64),
+                e.column("cancel_ms", np.int64).copy(), e.column("verdict", np.int8).copy())
+        return step.derived["book"]
 
-    def entries(self, at: np.ndarray) -> pd.DataFrame:
-        """The history rows of trades ``at`` (book indices), every column."""
-        return self.history.take(self.at[at])
+    def live_at(self, end: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Whether the rows ``at`` are accepted trades not cancelled before ``end``."""
+        cancel = self.cancel_ms[at]
+        return (self.verdict[at] == ACCEPTED) & ((cancel == NONE) | (cancel >= end))
 
-    def __len__(self) -> int:
-        return len(self.t)
+    def key_rows(self, keys: pd.DataFrame) -> np.ndarray:
+        """Each instrument rank's row in ``keys``."""
+        return keys.index.get_indexer(self.names)
 
-    def rank_of(self, instruments: pd.Index) -> np.ndarray:
-        return self.names.get_indexer(instruments)
+    def per_rank(self, keys: pd.DataFrame, column: str) -> np.ndarray:
+        """A key field as one value per instrument rank (a copy)."""
+        return keys[column].to_numpy(dtype=np.int64)[self.key_rows(keys)]
 
-    def live_at(self, end: np.ndarray, at: np.ndarray | None = None) -> np.ndarray:
-        """Accepted and not cancelled before ``end`` (per trade, or per trade ``at``)."""
-        sel = slice(None) if at is None else at
-        cancel = self.cancel_ms[sel]
-        return (self.verdict[sel] == ACCEPTED) & ((cancel == NONE) | (cancel >= end))
+    def notional_volume(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per instrument rank, the notional and the volume of the trades ``at``."""
+        notional, volume = np.zeros(len(self.names), np.int64), np.zeros(len(self.names), np.int64)
+        np.add.at(notional, self.inst[at], self.units[at] * self.size[at])
+        np.add.at(volume, self.inst[at], self.size[at])
+        return notional, volume
 
-    def window_bounds(self, inst: np.ndarray, lo: np.ndarray, end: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
-        """[first, last) trade indices of each window [lo, end) of instrument ``inst``."""
-        positions = self.inst * self.span + (self.t - self.origin)
-        base = inst * self.span - self.origin
-        lo = np.maximum(lo, self.origin)
-        return (np.searchsorted(positions, base + lo, side="left"),
-                np.searchsorted(positions, base + end, side="left"))
-
-
-def _taken(history: pd.DataFrame, column: str, at: np.ndarray, dtype: type) -> np.ndarray:
-    return history[column].to_numpy()[at].astype(dtype)
+    def store(self, step: Step, column: str, per_rank: np.ndarray) -> None:
+        """Set a key field from one value per instrument rank."""
+        step.set_keys(column, self.key_rows(step.keys), per_rank)
 
 
-@dataclass(frozen=True)
-class WindowSums:
+class WindowSums(NamedTuple):
     notional: np.ndarray
     volume: np.ndarray
     units: np.ndarray
@@ -94,42 +83,25 @@ class Windows:
     def __init__(self, book: Book, inst: np.ndarray, end: np.ndarray) -> None:
         self.book, self.inst, self.end = book, inst, end
         accepted = book.verdict == ACCEPTED
-        notional = np.where(accepted, book.units * book.size, 0)
-        self._prefix = [np.concatenate([[0], np.cumsum(v, dtype=np.int64)]) for v in (
-            notional, np.where(accepted, book.size, 0), np.where(accepted, book.units, 0),
-            accepted.astype(np.int64))]
+        self._prefix = [np.concatenate([[0], np.cumsum(np.where(accepted, v, 0), dtype=np.int64)])
+                        for v in (book.units * book.size, book.size, book.units, 1)]
         # Pairs (query, cancelled accepted trade of its instrument, cancelled before end):
         # the book is by instrument, so each query's candidates are one range of them.
         cancelled = np.flatnonzero(accepted & (book.cancel_ms != NONE))
-        of_inst = book.inst[cancelled]
-        first = np.searchsorted(of_inst, inst, side="left")
-        count = np.searchsorted(of_inst, inst, side="right") - first
+        first = np.searchsorted(book.inst[cancelled], inst, side="left")
+        count = np.searchsorted(book.inst[cancelled], inst, side="right") - first
         q = np.repeat(np.arange(len(inst)), count)
-        c = cancelled[ranges(first, count)]
+        c = cancelled[np.arange(count.sum()) + np.repeat(first - np.cumsum(count) + count, count)]
         keep = book.cancel_ms[c] < end[q]
         self._q, self._c = q[keep], c[keep]
 
     def sums(self, lo: np.ndarray) -> WindowSums:
         book = self.book
-        first, last = book.window_bounds(self.inst, lo, self.end)
+        first, last = book.events.rows_between(self.inst, lo, self.end)
         totals = [p[last] - p[first] for p in self._prefix]
-        q, c = self._q, self._c
-        inside = book.t[c] >= lo[q]
-        q, c = q[inside], c[inside]
+        inside = book.t[self._c] >= lo[self._q]
+        q, c = self._q[inside], self._c[inside]
         for total, value in zip(totals, (book.units[c] * book.size[c], book.size[c],
-                                         book.units[c], np.ones(len(c), np.int64)),
-                                strict=True):
+                                         book.units[c], 1), strict=True):
             np.subtract.at(total, q, value)
         return WindowSums(*totals)
-
-
-def group_starts(*keys: np.ndarray) -> np.ndarray:
-    """Indices where any of the (sorted together) ``keys`` changes: run starts."""
-    n = len(keys[0])
-    if not n:
-        return np.zeros(0, np.int64)
-    change = np.zeros(n, bool)
-    change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    return np.flatnonzero(change)

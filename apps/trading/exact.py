@@ -1,15 +1,10 @@
-"""Exact, vectorised number work of the trading app: price strings to integer units,
-half-even rounding of exact fractions, the EMA step, the fat-finger test, and integers
-back to decimal strings (docs/trading-rules.md, "Exact prices").
-
-Everything is int64 numpy over whole columns. A quantity that could overflow int64 (the
-EMA's and the fat-finger test's products with an arbitrary decimal ``alpha``/``band``)
-falls back to Python ints in an object array: still one vectorised call, exact.
+"""Exact, vectorised number work (docs/trading-rules.md, "Exact prices"): price strings
+to integer units, half-even rounding, the EMA step, the fat-finger test, decimal strings.
+All int64 numpy over whole columns; products that could overflow int64 (with an
+arbitrary decimal ``alpha`` or ``band``) fall back to Python ints in an object array.
 """
 
 from __future__ import annotations
-
-from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -30,9 +25,8 @@ _PLAIN = r"^(?P<w>[0-9]{1,13})(?:\.(?P<f>[0-9]*))?$"
 def parse_units(prices: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Price strings (object array, None allowed) as integer units ``price * 10**scale``;
     0 where a price is missing, malformed or has more decimals than its scale."""
-    n = len(prices)
-    units = np.zeros(n, np.int64)
-    if not n:
+    units = np.zeros(len(prices), np.int64)
+    if not len(prices):
         return units
     text = pa.array(prices, type=pa.string(), from_pandas=True)
     parts = pc.extract_regex(text, _PLAIN)
@@ -57,9 +51,9 @@ def parse_units(prices: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return units
 
 
-def fits_int64(*products: tuple[np.ndarray, np.ndarray]) -> bool:
+def fits_int64(*products: tuple[np.ndarray, int]) -> bool:
     """Whether every ``a * b`` of the pairs stays well inside int64 (checked in floats)."""
-    return all(not len(a) or float(np.max(np.abs(a.astype(np.float64) * b))) < _SAFE
+    return all(not len(a) or float(np.max(np.abs(a.astype(np.float64)))) * b < _SAFE
                for a, b in products)
 
 
@@ -70,27 +64,16 @@ def round_ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     q1, r1 = np.divmod(numerator, denominator)
     q2, r2 = np.divmod(r1 * ROUNDING, denominator)
     q = q1 * ROUNDING + q2
-    twice = 2 * r2
-    return q + ((twice > denominator) | ((twice == denominator) & (q % 2 == 1)))
-
-
-def fraction(value: Decimal) -> tuple[int, int]:
-    numerator, denominator = value.as_integer_ratio()
-    return int(numerator), int(denominator)
+    return q + ((2 * r2 > denominator) | ((2 * r2 == denominator) & (q % 2 == 1)))
 
 
 def ema_step(previous: np.ndarray, value: np.ndarray, alpha: tuple[int, int]) -> np.ndarray:
     """``alpha * value + (1 - alpha) * previous`` exactly, rounded half-even once (all in
     units of 10**-(scale+4), like their inputs)."""
     a, d = alpha
-    if fits_int64((previous, np.full(len(previous), 2 * d)), (value, np.full(len(value), 2 * d))):
-        exact = previous * (d - a) + value * a
-    else:
-        exact = _as_python_ints(previous) * (d - a) + _as_python_ints(value) * a
-    q, r = np.divmod(exact, d)
-    twice = 2 * r
-    up = (twice > d) | ((twice == d) & (q % 2 == 1))
-    return (q + up.astype(np.int64)).astype(np.int64)
+    previous, value = _wide(fits_int64((previous, 2 * d), (value, 2 * d)), previous, value)
+    q, r = np.divmod(previous * (d - a) + value * a, d)
+    return (q + ((2 * r > d) | ((2 * r == d) & (q % 2 == 1))).astype(np.int64)).astype(np.int64)
 
 
 def outside_band(units: np.ndarray, reference: np.ndarray, band: tuple[int, int]
@@ -98,17 +81,15 @@ def outside_band(units: np.ndarray, reference: np.ndarray, band: tuple[int, int]
     """``|price - ref| > band * ref`` for prices in units (scale s) and references at
     scale + 4 (negative: no reference, the trade passes)."""
     b, d = band
-    if fits_int64((units, np.full(len(units), 2 * ROUNDING * d)),
-                  (reference, np.full(len(units), 2 * max(b, d)))):
-        off = np.abs(units * ROUNDING - reference) * d > reference * b
-    else:
-        price, ref = _as_python_ints(units) * ROUNDING, _as_python_ints(reference)
-        off = (np.abs(price - ref) * d > ref * b).astype(bool)
-    return off & (reference >= 0)
+    units, ref = _wide(fits_int64((units, 2 * ROUNDING * d), (reference, 2 * max(b, d))),
+                       units, reference)
+    return (np.abs(units * ROUNDING - ref) * d > ref * b).astype(bool) & (reference >= 0)
 
 
-def _as_python_ints(values: np.ndarray) -> np.ndarray:
-    return np.array([int(v) for v in np.asarray(values).tolist()], dtype=object)
+def _wide(fits: bool, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays as they are if their products fit int64, else as Python ints (exact)."""
+    return values if fits else tuple(
+        np.array([int(v) for v in np.asarray(a).tolist()], dtype=object) for a in values)
 
 
 def decimal_text(values: np.ndarray, digits: np.ndarray) -> pa.Array:

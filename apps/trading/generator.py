@@ -22,8 +22,16 @@ from typing import Any
 import numpy as np
 
 from apps.trading.generator_encode import BAD_REASONS, CANCELLATION, FAT_FINGER, Encoder
-from apps.trading.generator_rows import CANCEL, NO_LABEL, TRADE, PriceWalk, Rows, venue_sequences
-from apps.trading.reference import VENUES, Instruments, SessionCalendar
+from apps.trading.generator_rows import (
+    CANCEL,
+    NO_LABEL,
+    TRADE,
+    PriceWalk,
+    Rows,
+    TradingClock,
+    venue_sequences,
+)
+from apps.trading.reference import VENUES, Instruments
 from shared.generation.arrival import arrived_by
 from shared.generation.columns import Numbering
 from shared.generation.input_faults import LATE, BadCodes, fault_masks, resent
@@ -86,7 +94,7 @@ class TradingGenerator:
         self.config = c = config
         self.rng = np.random.Generator(np.random.PCG64(c.seed))
         self.instruments = Instruments(c.reference_seed, c.instruments)
-        self.calendar = SessionCalendar(c.session_open_min, c.session_close_min)
+        self.calendar = TradingClock(c.session_open_min, c.session_close_min)
         self.encoder = Encoder(self.instruments, f"trd-{c.seed}-{c.start_time_ms}-")
         self.walk = PriceWalk(self.instruments.start_ticks, c.volatility)
         self._cumulative = np.cumsum(self.instruments.activity)

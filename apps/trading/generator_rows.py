@@ -1,11 +1,12 @@
-"""Trades and cancels as columns of numpy arrays (shared/generation/columns), and the
-prices' random walk.
+"""Trades and cancels as columns of numpy arrays (shared/generation/columns), the
+prices' random walk and the clock in trading time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from apps.trading.reference import DAY_MS, SessionCalendar
 from shared.generation.columns import Columns
 
 NO_LABEL = -1
@@ -64,3 +65,19 @@ def venue_sequences(venue: np.ndarray, counters: np.ndarray) -> np.ndarray:
     seq = counters[venue] + running - 1
     np.add.at(counters, venue, 1)
     return seq
+
+
+class TradingClock(SessionCalendar):
+    """Trading time ``tau`` counts only the milliseconds inside sessions since 1970, so a
+    clock in tau skips the nights."""
+
+    def tau_ms(self, epoch_ms: int) -> int:
+        """Trading time at ``epoch_ms`` (a time between sessions maps to the next open)."""
+        day, of_day = divmod(epoch_ms, DAY_MS)
+        return day * self.length_ms + min(max(of_day - self.open_ms, 0), self.length_ms)
+
+    def epoch_us(self, tau_us: np.ndarray) -> np.ndarray:
+        """Epoch microseconds of trading times (float microseconds, floored)."""
+        length_us = self.length_ms * 1000
+        day, into = np.divmod(np.floor(tau_us).astype(np.int64), length_us)
+        return day * DAY_MS * 1000 + self.open_ms * 1000 + into

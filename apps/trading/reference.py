@@ -97,8 +97,8 @@ class Instruments:
 
 @dataclass(frozen=True)
 class SessionCalendar:
-    """One session a day, [open, close) in UTC. Trading time ``tau`` counts only the
-    milliseconds inside sessions since 1970, so a clock in tau skips the nights."""
+    """One session a day, [open, close) in UTC (the generator's clock runs in trading
+    time: apps/trading/generator_rows.py)."""
 
     open_min: int = 13 * 60 + 30
     close_min: int = 20 * 60
@@ -116,14 +116,3 @@ class SessionCalendar:
         day = epoch_ms // DAY_MS * DAY_MS
         inside = 0 <= epoch_ms - day - self.open_ms < self.length_ms
         return day + self.open_ms if inside else None
-
-    def tau_ms(self, epoch_ms: int) -> int:
-        """Trading time at ``epoch_ms`` (a time between sessions maps to the next open)."""
-        day, of_day = divmod(epoch_ms, DAY_MS)
-        return day * self.length_ms + min(max(of_day - self.open_ms, 0), self.length_ms)
-
-    def epoch_us(self, tau_us: np.ndarray) -> np.ndarray:
-        """Epoch microseconds of trading times (float microseconds, floored)."""
-        length_us = self.length_ms * 1000
-        day, into = np.divmod(np.floor(tau_us).astype(np.int64), length_us)
-        return day * DAY_MS * 1000 + self.open_ms * 1000 + into

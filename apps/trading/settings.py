@@ -4,8 +4,11 @@ defines every figure these shape."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
+
+import numpy as np
+import pandas as pd
 
 from shared.durations import SparkDuration
 from shared.settings import AtLeast, Checked, PlatformSettings, setting
@@ -157,3 +160,23 @@ class TradingRules:
             cancel_horizon_ms=settings.cancel_horizon_s * 1000,
             session_open_min=minutes_of_day(settings.session_open_utc),
             session_close_min=minutes_of_day(settings.session_close_utc))
+
+
+@dataclass(frozen=True)
+class RuleParams(TradingRules):
+    """What the rules compute with: the figures' settings, and each instrument's price
+    scale (its tick's decimals, from the reference list: apps/trading/reference.py)."""
+
+    scales: pd.Series = field(default_factory=lambda: pd.Series(dtype=np.int64),
+                              compare=False)
+
+    def scale_of(self, instruments: np.ndarray) -> np.ndarray:
+        return self.scales.reindex(instruments).fillna(0).to_numpy(dtype=np.int64)
+
+    @property
+    def alpha(self) -> tuple[int, int]:
+        return self.ema_alpha.as_integer_ratio()
+
+    @property
+    def band(self) -> tuple[int, int]:
+        return self.fat_finger_band.as_integer_ratio()

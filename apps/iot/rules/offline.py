@@ -2,7 +2,7 @@
 stored last one first), a gap over G emits "offline" at the earlier reading + G (unless
 already sent) and, unless the gap also exceeds the idle expiry E (the device was
 forgotten: a new life), "online" at the later reading. The last reading + G at or
-behind the watermark emits "offline": a timer. The lives found (``step.found["lives"]``:
+behind the watermark emits "offline": a timer. The lives found (``step.derived["lives"]``:
 device_id, life (0 the stored one), start_ms, device_type) reset the threshold rule."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ class Offline(Rule):
                   Field("last_accepted_ms", pa.int64(), -1),  # -1: none in this life
                   Field("offline_sent", pa.bool_(), False))  # for last_accepted_ms
 
-    def wake_at(self, keys: pd.DataFrame, kept: pd.DataFrame, p) -> pd.Series:
+    def wake_at(self, step: Step) -> pd.Series:
+        keys, p = step.keys, step.params
         last_ms = keys["last_accepted_ms"].to_numpy(np.int64)
         silent = (last_ms >= 0) & ~keys["offline_sent"].to_numpy(bool)
         return pd.Series(last_ms[silent] + p.gap_ms, index=keys.index[silent])
@@ -47,7 +48,7 @@ class Offline(Rule):
         step.set_keys("device_type", key_rows[untyped], types[untyped])
         lives = pd.DataFrame({"device_id": device[first], "life": 0, "start_ms": -1,
                               "device_type": keys["device_type"].to_numpy()[key_rows[first]]})
-        step.found["lives"] = pd.concat([lives, pd.DataFrame({
+        step.derived["lives"] = pd.concat([lives, pd.DataFrame({
             "device_id": device[new_life], "life": life[new_life], "start_ms": t[new_life],
             "device_type": types[new_life]})], ignore_index=True)
         newest = np.flatnonzero(new_life)[ends_run(key_rows[new_life])]

@@ -5,7 +5,7 @@ window holding one, once the watermark passes T (docs/iot-rules.md).
 Accepted readings are folded into slices (shared/keyed/rules/slices.py: the slice width
 divides C and every I) kept in their place, so a device keeps at most a longest interval
 of slices per metric, not its readings. The shortest interval's windows go to the
-threshold rule (``step.found["shortest"]``).
+threshold rule (``step.derived["shortest"]``).
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ class RollingAggregates(Rule):
     def reach(self, p) -> Reach:
         return Reach(max(p.intervals_ms))
 
-    def wake_at(self, keys: pd.DataFrame, kept: pd.DataFrame, p) -> pd.Series:
-        """A device with slices: at its next tick."""
+    def wake_at(self, step: Step) -> pd.Series:
+        """A device with slices kept: at its next tick."""
+        kept = step.kept
         devices = pd.unique(kept["device_id"].to_numpy()[kept[DECIDED].to_numpy(bool)])
-        return keys["ticks_through_ms"].reindex(devices) + p.cadence_ms
+        return step.keys["ticks_through_ms"].reindex(devices) + step.params.cadence_ms
 
     def apply(self, step: Step):
         p, keys, rows = step.params, step.keys, step.events.rows
@@ -46,7 +47,7 @@ class RollingAggregates(Rule):
             per_interval = [(i // 1000, table.windows(i, p.cadence_ms, after, last_tick, FIGURES))
                             for i in p.intervals_ms]
             shortest = per_interval[0][1]
-            step.found["shortest"] = pd.DataFrame({
+            step.derived["shortest"] = pd.DataFrame({
                 "series": shortest.series, "device_id": device[shortest.series],
                 "metric": metric[shortest.series], "tick_ms": shortest.tick_ms,
                 "avg": shortest.figures["total"] / shortest.figures["n"]})

@@ -25,14 +25,15 @@ COLUMNS = {name: [f"{name}_{m}" for m in METRIC_NAMES] for name in FRESH}
 
 
 class ThresholdAlerts(Rule):
+    every_watermark = True  # the rolling rows it judges come from ticks, not events
     key_fields = tuple(Field(f"{name}_{m}", TYPES[name], FRESH[name])
                        for m in METRIC_NAMES for name in FRESH)
 
     def apply(self, step: Step):
-        rows, p, keys = step.found.get("shortest"), step.params, step.keys
+        rows, p, keys = step.derived.get("shortest"), step.params, step.keys
         if rows is None or not len(rows):
             return None
-        lives = step.found["lives"]
+        lives = step.derived["lives"]
         later = lives[lives["life"].to_numpy() > 0]
         life = _life_at(rows, later)
         first = starts_run(rows["series"].to_numpy()) | starts_run(life)

@@ -3,7 +3,14 @@ does the generic per-key work (new keys, repeats, buffering until final, trimmin
 wake-ups) on the bucketed engine (shared/keyed/bucketed). See rule.py for the two ways
 to write a rule."""
 
-from shared.keyed.rules.events import EVENT_MS, Events, ends_run, starts_run, sum_before
+from shared.keyed.rules.events import (
+    EVENT_MS,
+    Events,
+    ends_run,
+    rank_in_run,
+    starts_run,
+    sum_before,
+)
 from shared.keyed.rules.keeps import DECIDED, Keeps, StoredNames
 from shared.keyed.rules.params import PARAM_CONTROL, overridden
 from shared.keyed.rules.processor import RulesProcessor
@@ -11,5 +18,4 @@ from shared.keyed.rules.rule import ARRIVAL, FINAL, Field, KeyEvents, KeyRule, R
 
 __all__ = ["ARRIVAL", "DECIDED", "EVENT_MS", "FINAL", "PARAM_CONTROL", "Events", "Field",
            "KeyEvents", "KeyRule", "Keeps", "Reach", "Rule", "RulesProcessor", "Step",
-           "StoredNames", "ends_run",
-           "overridden", "starts_run", "sum_before"]
+           "StoredNames", "ends_run", "overridden", "rank_in_run", "starts_run", "sum_before"]

@@ -14,6 +14,10 @@ Two ways to write one:
 - :class:`Rule`, the vectorised way for hot paths: ``apply(step)`` gets every key of the
   call at once as an :class:`~shared.keyed.rules.events.Events` array with window helpers.
 
+A final rule whose outputs fall due at times of its own (a bar's end) sets timers
+(``wake_at``); one keeping running totals beyond its reach folds what the layer forgets
+(``forget``).
+
 docs/new-app.md says when the second pays (a measured figure).
 """
 
@@ -67,12 +71,15 @@ class Step:
     params: Any
     now_ms: int  # the batch's processing time: "detected at"
     outputs: list[pd.DataFrame] = field(default_factory=list)
-    watermark_ms: int = -1  # when final: what the watermark has reached
-    # What a final rule found for the rules after it (in the order they run), by name.
-    found: dict[str, Any] = field(default_factory=dict)
+    watermark_ms: int = -1  # when final: event times <= this are final (-1 on arrival)
+    # What the rules of one call derive from its events and share, by name, in the order
+    # they run (a table every rule reads, what one rule found for the rules after it).
+    derived: dict[str, Any] = field(default_factory=dict)
     # Rows derived from the decided events that the history keeps instead of them.
     kept_instead: pd.DataFrame | None = None
     rejected: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    # The history the call leaves (set before the rules' timers are asked for).
+    kept: pd.DataFrame | None = None
 
     def key_rows(self, at: np.ndarray) -> np.ndarray:
         """Each row's key's position in ``keys`` (a history row's key is always there)."""
@@ -85,9 +92,12 @@ class Step:
         self.keys[column] = updated
 
     def mark(self, column: str, at: np.ndarray, value: Any = True) -> None:
-        """Set an event field on the rows ``at``."""
+        """Set an event field on the rows ``at`` (a new column: the rows may share their
+        arrays with the layer's history, which must not change under it)."""
         if len(at):
-            self.events.rows.loc[at, column] = value
+            values = self.events.rows[column].to_numpy(copy=True)
+            values[at] = value
+            self.events.rows[column] = values
 
     def reject(self, at: np.ndarray) -> None:
         """Drop the rows ``at`` (final ones): the rules after this one do not see them,
@@ -107,6 +117,14 @@ class Rule:
     """Subclass for the vectorised form: set ``when``, declare fields, write :meth:`apply`."""
 
     when: ClassVar[str] = FINAL
+    # A final rule that must see every watermark of its keys, events made final or not
+    # (one that judges what a time, not an event, settles); a rule with timers does.
+    every_watermark: ClassVar[bool] = False
+    # False for a final rule that only prepares what timed rules read (attaching a
+    # cancel to its trade, say): the events it works on need not wake their key on their
+    # own, the key's next timer or row runs it first. A key wakes at its next undecided
+    # event only for final rules that keep the default.
+    wakes_at_events: ClassVar[bool] = True
     key_fields: ClassVar[tuple[Field, ...]] = ()
     event_fields: ClassVar[tuple[Field, ...]] = ()
 
@@ -114,16 +132,28 @@ class Rule:
         """How far back this rule reads final events (default: not at all)."""
         return Reach(0)
 
-    def wake_at(self, keys: pd.DataFrame, kept: pd.DataFrame, params: Any) -> pd.Series | None:
-        """Final rules: per key (a Series indexed by key), when the watermark reaching it
-        must run the final rules even if no event becomes final then (an event-time timer:
-        "no event within a gap", a window's end); ``kept`` is the kept history of the
-        keys in ``keys``. None: no timer (the default)."""
-        return None
-
     def apply(self, step: Step) -> pd.DataFrame | None:
         """Output rows for ``step.at``; may update ``step.keys`` and mark events."""
         raise NotImplementedError
+
+    def wake_at(self, step: Step) -> pd.Series | None:
+        """Timers, for a final rule that emits at times of its own (a bar or window that
+        closes after its last event, like a Flink event-time timer): per key (indexed by
+        key), the event time at which to run again though no event becomes final then.
+        A rule that sets timers runs at every watermark of its keys, events made final or
+        not; its ``step`` is the call's after every final rule ran, ``step.kept`` the
+        history the call leaves. NaN for a key: no timer."""
+        return None
+
+    def forget(self, step: Step) -> None:
+        """Called with the decided events the layer is about to drop (``step.at``: beyond
+        every reach), so that a rule keeping running totals beyond its windows (a
+        session's sums) can fold them into its key fields first."""
+
+    @property
+    def timed(self) -> bool:
+        """Runs at every watermark of its keys: it says so, or it sets timers."""
+        return self.every_watermark or type(self).wake_at is not Rule.wake_at
 
 
 class KeyRule(Rule):

@@ -9,10 +9,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from apps.trading.book import Book, Windows
-from apps.trading.entry_order import Blocks
-from apps.trading.instrument_state import ACCEPTED, ENTRY, NONE, PENDING, QUARANTINED, TRADE
+from apps.trading.book import ACCEPTED, PENDING, QUARANTINED, Book, Windows
+from apps.trading.instruments import ENTRY, INSTRUMENTS, NONE, TRADE
 from apps.trading.outputs import COLUMNS, OutputRows, output_frame
+from shared.keyed.rules import Events, Step
 
 T0 = 1_767_279_600_000
 
@@ -27,15 +27,14 @@ def random_book(rng: np.random.Generator, n: int) -> Book:
         "size": rng.integers(1, 500, n), "side": "B", "session_ms": np.full(n, T0),
         "cancel_ms": np.where(cancelled, ms + rng.integers(0, 30, n), NONE),
         "verdict": rng.choice([ACCEPTED] * 8 + [QUARANTINED, PENDING], n).astype(np.int8)})
-    assert list(history.columns) == ["instrument", *ENTRY.names]
-    history = history.sort_values(["instrument", "event_ms"], kind="stable")
-    history = history.reset_index(drop=True)
-    return Book.of(history, Blocks.of(history), history["cancel_ms"].to_numpy(), 100)
+    assert list(history.columns) == ["instrument", *ENTRY.names, "cancel_ms", "verdict"]
+    events = Events.of(history, "instrument", INSTRUMENTS.tie_break, 100)
+    return Book.of(Step(events, np.arange(n), pd.DataFrame(), None, 0))
 
 
 def from_scratch(book: Book, inst: int, lo: int, end: int) -> tuple[int, int, int, int]:
     """(notional, volume, units, count) of the trades live at ``end`` in [lo, end)."""
-    trades = book.history.take(book.at)
+    trades = book.events.rows
     trades = trades[(book.inst == inst) & (book.t >= lo) & (book.t < end)]
     live = trades[(trades["verdict"] == ACCEPTED)
                   & ((trades["cancel_ms"] == NONE) | (trades["cancel_ms"] >= end))]

@@ -1,7 +1,7 @@
-"""The book order, first deliveries and cancel matching read the history as the layer
-hands it (grouped by instrument, event-ms order) and equal their from-scratch
-definitions on random histories with ties, cancels of every kind and histories in
-any order (no JVM)."""
+"""The history as the rules read it (shared/keyed/rules): the order within an
+instrument, first deliveries and cancel matching equal their from-scratch definitions
+on random histories with ties, cancels of every kind and histories in any order (no
+JVM)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from apps.trading.entry_order import Blocks, book_rows
-from apps.trading.history_rows import cancel_times, first_deliveries
-from apps.trading.instrument_state import CANCEL, ENTRY, ENTRY_ORDER, NONE, TRADE
+from apps.trading.app import processor
+from apps.trading.instruments import CANCEL, ENTRY, INSTRUMENTS, NONE, TRADE
+from apps.trading.rules.cancels import Cancels
+from apps.trading.settings import RuleParams, TradingSettings
 from shared.keyed.bucketed.engine.order import sorted_by
+from shared.keyed.rules import Events, Step
 
 T0 = 1_767_279_600_000
 HORIZON_MS = 20
-INSTRUMENTS = np.array(["AAPL", "AB", "ZZ", "MSFT", "A"])
+INSTRUMENTS_DRAWN = np.array(["AAPL", "AB", "ZZ", "MSFT", "A"])
+ENTRY_ORDER = ("instrument", "event_ms", "event_us", "venue", "seq", "trade_id")
 
 
 def random_history(rng: np.random.Generator, n: int, layout: str) -> pd.DataFrame:
@@ -26,7 +29,7 @@ def random_history(rng: np.random.Generator, n: int, layout: str) -> pd.DataFram
     kind = np.where(rng.random(n) < 0.3, CANCEL, TRADE).astype(np.int8)
     # Unique per kind. A cancel names the entry before it, mostly of the same instrument,
     # or (one in four) an id no entry has.
-    ids, instrument = rng.permutation(n), rng.choice(INSTRUMENTS, n)
+    ids, instrument = rng.permutation(n), rng.choice(INSTRUMENTS_DRAWN, n)
     cancels = np.flatnonzero(kind == CANCEL)
     named = rng.random(len(cancels)) < 0.75
     ids[cancels] = np.where(named, ids[cancels - 1], ids[cancels] + n)
@@ -42,32 +45,31 @@ def random_history(rng: np.random.Generator, n: int, layout: str) -> pd.DataFram
         "side": rng.choice(["B", "S", None], n), "session_ms": np.full(n, T0),
         "cancel_ms": np.full(n, NONE), "verdict": rng.integers(0, 3, n).astype(np.int8)})
     history = history.drop_duplicates(subset=["kind", "trade_id"]).sample(frac=1, random_state=1)
-    assert list(history.columns) == ["instrument", *ENTRY.names]
+    assert list(history.columns) == ["instrument", *ENTRY.names, "cancel_ms", "verdict"]
     if layout == "grouped":
-        block = pd.Series(rng.permutation(len(INSTRUMENTS)), index=INSTRUMENTS)
+        block = pd.Series(rng.permutation(len(INSTRUMENTS_DRAWN)), index=INSTRUMENTS_DRAWN)
         order = np.lexsort((history["event_ms"], block[history["instrument"]].to_numpy()))
         history = history.take(order)
     return history.reset_index(drop=True)
 
 
+def in_layer_order(history: pd.DataFrame) -> Events:
+    return Events.of(history, "instrument", INSTRUMENTS.tie_break, HORIZON_MS)
+
+
 @pytest.mark.parametrize("layout", ["grouped", "shuffled"])
 @pytest.mark.parametrize("seed", range(6))
-def test_book_rows_are_the_trades_sorted_in_entry_order(seed, layout):
+def test_each_instruments_trades_are_in_entry_order(seed, layout):
     history = random_history(np.random.default_rng(seed), 400, layout)
-    is_trade = history["kind"].to_numpy() == TRADE
-    at, ranks, names = book_rows(history, Blocks.of(history), is_trade)
-    expected = sorted_by(history[is_trade], ENTRY_ORDER)
-    got = history.take(at)
-    assert got["trade_id"].tolist() == expected["trade_id"].tolist()
-    assert list(names) == sorted(set(got["instrument"]))
-    assert (names[ranks] == got["instrument"].to_numpy()).all()
-
-
-def test_blocks_say_whether_the_history_is_in_the_layers_order():
-    rng = np.random.default_rng(3)
-    assert Blocks.of(random_history(rng, 200, "grouped")).grouped
-    assert not Blocks.of(random_history(rng, 200, "shuffled")).grouped
-    assert Blocks.of(random_history(rng, 0, "grouped")).grouped
+    got = in_layer_order(history).rows
+    instrument = got["instrument"].to_numpy()
+    runs = instrument[np.r_[True, instrument[1:] != instrument[:-1]]]
+    assert len(set(runs)) == len(runs)  # each instrument's entries together
+    got = got[got["kind"] == TRADE]
+    expected = sorted_by(history[history["kind"] == TRADE], ENTRY_ORDER)
+    for instrument, trades in expected.groupby("instrument"):
+        assert got[got["instrument"] == instrument]["trade_id"].tolist() == \
+            trades["trade_id"].tolist()
 
 
 @pytest.mark.parametrize("layout", ["grouped", "shuffled"])
@@ -76,13 +78,19 @@ def test_first_deliveries_are_the_rows_whose_kind_and_id_the_history_lacks(seed,
     rng = np.random.default_rng(seed)
     history = random_history(rng, 300, layout)
     n = 80
-    rows = pd.DataFrame({"kind": rng.choice(["trade", "cancel"], n),
-                         "trade_id": [f"t{i}" for i in rng.integers(0, 600, n)]})
-    seen = {(k, i) for k, i in zip(history["kind"], history["trade_id"], strict=True)}
-    expected = [((CANCEL if k == "cancel" else TRADE), i) not in seen
-                for k, i in zip(rows["kind"], rows["trade_id"], strict=True)]
-    assert first_deliveries(history, rows).tolist() == expected
-    assert first_deliveries(history.iloc[:0], rows).all()
+    rows = history.sample(n // 2, random_state=seed)[["instrument", "kind", "trade_id"]]
+    rows = pd.concat([rows, pd.DataFrame({
+        "instrument": rng.choice(INSTRUMENTS_DRAWN, n // 2),
+        "kind": rng.choice([TRADE, CANCEL], n // 2).astype(np.int8),
+        "trade_id": [f"t{i}" for i in rng.integers(0, 600, n // 2)]})], ignore_index=True)
+    seen = set(zip(history["instrument"], history["kind"], history["trade_id"], strict=True))
+    expected = [r for r in zip(rows["instrument"], rows["kind"], rows["trade_id"], strict=True)
+                if r not in seen]
+    first = processor(TradingSettings())._first_deliveries(rows, history)
+    assert list(zip(first["instrument"], first["kind"], first["trade_id"], strict=True)) == \
+        list(dict.fromkeys(expected))
+    assert len(processor(TradingSettings())._first_deliveries(rows, history.iloc[:0])) == \
+        len(rows.drop_duplicates())
 
 
 @pytest.mark.parametrize("layout", ["grouped", "shuffled"])
@@ -92,6 +100,8 @@ def test_cancels_attach_to_their_trades_within_the_horizon_only(seed, layout):
     history = random_history(rng, 300, layout)
     earlier = rng.random(len(history)) < 0.1  # some trades carry a cancel from before
     history.loc[earlier & (history["kind"] == TRADE), "cancel_ms"] = T0 + 100
+    events = in_layer_order(history)
+    history = events.rows.copy()
     expected = history["cancel_ms"].to_numpy().copy()
     trades = {(r.instrument, r.trade_id): (at, r.event_ms)
               for at, r in enumerate(history.itertuples()) if r.kind == TRADE}
@@ -99,6 +109,8 @@ def test_cancels_attach_to_their_trades_within_the_horizon_only(seed, layout):
         match = trades.get((r.instrument, r.trade_id)) if r.kind == CANCEL else None
         if match is not None and 0 <= r.event_ms - match[1] <= HORIZON_MS:
             expected[match[0]] = r.event_ms
-    got = cancel_times(history, Blocks.of(history), HORIZON_MS)
+    params = RuleParams(cancel_horizon_ms=HORIZON_MS)
+    Cancels().apply(Step(events, np.arange(len(history)), pd.DataFrame(), params, 0))
+    got = events.rows["cancel_ms"].to_numpy()
     assert got.tolist() == expected.tolist()
     assert (got != history["cancel_ms"].to_numpy()).sum() >= 3  # the case attaches some
