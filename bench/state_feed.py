@@ -94,9 +94,9 @@ def _uniform_population(keys: int, records: int) -> int:
 
 
 def _traded(instruments: int, records: int) -> int:
-    from apps.trading.reference import Instruments
+    from apps.trading.generator_instruments import TradedInstruments
 
-    activity = Instruments(0, instruments).activity
+    activity = TradedInstruments(0, instruments).activity
     return round(float(np.sum(-np.expm1(-records * activity))))
 
 

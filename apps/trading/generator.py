@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from apps.trading.generator_encode import BAD_REASONS, CANCELLATION, FAT_FINGER, Encoder
+from apps.trading.generator_instruments import VENUES, TradedInstruments
 from apps.trading.generator_rows import (
     CANCEL,
     NO_LABEL,
@@ -31,7 +32,6 @@ from apps.trading.generator_rows import (
     TradingClock,
     venue_sequences,
 )
-from apps.trading.reference import VENUES, Instruments
 from shared.generation.arrival import arrived_by
 from shared.generation.columns import Numbering
 from shared.generation.input_faults import LATE, BadCodes, fault_masks, resent
@@ -93,7 +93,7 @@ class TradingGenerator:
     def __init__(self, config: TradingConfig) -> None:
         self.config = c = config
         self.rng = np.random.Generator(np.random.PCG64(c.seed))
-        self.instruments = Instruments(c.reference_seed, c.instruments)
+        self.instruments = TradedInstruments(c.reference_seed, c.instruments)
         self.calendar = TradingClock(c.session_open_min, c.session_close_min)
         self.encoder = Encoder(self.instruments, f"trd-{c.seed}-{c.start_time_ms}-")
         self.walk = PriceWalk(self.instruments.start_ticks, c.volatility)

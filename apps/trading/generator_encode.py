@@ -13,8 +13,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from apps.trading.generator_instruments import VENUES, TradedInstruments, price_text
 from apps.trading.generator_rows import CANCEL, NO_LABEL, Rows
-from apps.trading.reference import VENUES, Instruments, price_text
 from shared.generation.input_faults import BAD_BASE, DUPLICATE, LATE, truncated, without
 from shared.generation.json_text import concat, padded, text
 from shared.generation.producer import OutgoingRecord
@@ -39,7 +39,7 @@ def price_texts(units: np.ndarray, scale: np.ndarray) -> pa.Array:
 
 
 class Encoder:
-    def __init__(self, instruments: Instruments, trade_prefix: str) -> None:
+    def __init__(self, instruments: TradedInstruments, trade_prefix: str) -> None:
         self.instruments, self.prefix = instruments, trade_prefix
         self._symbols = pa.array(instruments.symbols)
         self._keys = [symbol.encode() for symbol in instruments.symbols]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from apps.trading.reference import DAY_MS, SessionCalendar
+from apps.trading.generator_instruments import DAY_MS, SessionCalendar
 from shared.generation.columns import Columns
 
 NO_LABEL = -1

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+from apps.trading.generator_instruments import SessionCalendar
 from apps.trading.oracle_rules import Trade, ema_step, live_at, mark_fat_fingers, ratio
-from apps.trading.reference import SessionCalendar, price_units
+from apps.trading.reference import price_units
 from apps.trading.settings import TradingRules
 
 RecordKey = tuple[str, str]  # (kind, trade_id): what the late topic reports, per delivery

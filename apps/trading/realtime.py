@@ -32,7 +32,8 @@ from pyspark.sql import functions as F
 
 from apps.trading.app import TRADING_APP
 from apps.trading.exact import EXTRA_DIGITS
-from apps.trading.reference import DAY_MS, Instruments
+from apps.trading.generator_instruments import DAY_MS
+from apps.trading.reference import Instruments
 from apps.trading.settings import TradingSettings, minutes_of_day, seconds_list
 from apps.trading.topics import TRADING
 from shared.app.definition import RealtimeApp

@@ -14,8 +14,9 @@ import pytest
 
 from apps.trading.generator import MarketFaults, TradingConfig, generate
 from apps.trading.generator_encode import BAD_REASONS
+from apps.trading.generator_instruments import TradedInstruments as Instruments
 from apps.trading.oracle import live_trades
-from apps.trading.reference import Instruments, price_units
+from apps.trading.reference import price_units
 from apps.trading.replay import replay_chunks, write_records
 from apps.trading.settings import TradingRules
 from apps.trading.topics import TRADE

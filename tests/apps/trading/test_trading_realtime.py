@@ -16,10 +16,11 @@ import pytest
 
 from apps.trading.app import TRADING_APP
 from apps.trading.generator import MarketFaults, TradingConfig, TradingGenerator
+from apps.trading.generator_instruments import SessionCalendar
 from apps.trading.oracle import Bar, BarKey, bars, valid_trades_and_cancels
 from apps.trading.oracle_compare import bars_of, differences
 from apps.trading.oracle_rules import Trade
-from apps.trading.reference import Instruments, SessionCalendar
+from apps.trading.reference import Instruments
 from apps.trading.settings import TradingRules, TradingSettings
 from apps.trading.topics import TRADING
 from shared.testing.canary_runs import settings_env
