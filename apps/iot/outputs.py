@@ -89,7 +89,9 @@ def aggregate_frame(series_device: np.ndarray, series_metric: np.ndarray,
 
 def alert_frame(kind: str, device: np.ndarray, metric: np.ndarray | str, at_ms: np.ndarray,
                 value: np.ndarray | None, detected_at_ms: int, detail: list[str]
-                ) -> pd.DataFrame:
+                ) -> pd.DataFrame | None:
+    if not len(device):  # most calls alert nothing: no empty frame to build and join
+        return None
     device_s = pd.Series(device, dtype=object)
     metric_s = (pd.Series(metric, dtype=object) if not isinstance(metric, str)
                 else pd.Series(metric, index=device_s.index, dtype=object))

@@ -158,6 +158,8 @@ class RulesProcessor(BucketedProcessor):
         if not len(history) or not len(events):
             return events
         known = history[ids[1]].isin(events[ids[1]]).to_numpy()
+        if known.any():  # ids may repeat across keys (a device's seq): the batch's keys too
+            known &= history[ids[0]].isin(events[ids[0]]).to_numpy()
         if not known.any():
             return events
         history = history[known]
@@ -173,9 +175,9 @@ class RulesProcessor(BucketedProcessor):
         new = pd.Index(arrived.unique(), name=self._key).difference(keys.index)
         if not len(new):
             return keys
-        fresh = pd.DataFrame({name: np.full(len(new), value)
+        fresh = pd.DataFrame({name: np.full(len(new), value, dtype=keys[name].dtype)
                               for name, value in self._fresh_key.items()}, index=new)
-        return pd.concat([keys, fresh.astype(keys.dtypes.to_dict())]).sort_index()
+        return pd.concat([keys, fresh]).sort_index()
 
     def _events_from(self, history: pd.DataFrame, horizon_ms: int) -> Events:
         """``history`` as events (a shallow copy: rules replace its columns, never write
