@@ -150,24 +150,19 @@ class RulesProcessor(BucketedProcessor):
 
     def _first_deliveries(self, events: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
         """Each event once: repeats within the batch and events already kept dropped.
-        A hash table of the batch's first id column, probed by the history's, finds the
-        few kept events that may be repeated; only those are compared on every id."""
+        Hash tables of the batch's first id column and keys, probed by the history's,
+        find the few kept events that may be repeated; those and the batch are then
+        numbered on every id column together in one pass."""
         ids = [self._key, *self.keeps.ids]
-        repeated = _repeated(events, ids)
-        events = events[~repeated] if repeated.any() else events
-        if not len(history) or not len(events):
-            return events
-        known = history[ids[1]].isin(events[ids[1]]).to_numpy()
-        if known.any():  # ids may repeat across keys (a device's seq): the batch's keys too
-            known &= history[ids[0]].isin(events[ids[0]]).to_numpy()
-        if not known.any():
-            return events
-        history = history[known]
-        maybe = events[ids[1]].isin(history[ids[1]]).to_numpy()
-        kept = pd.MultiIndex.from_frame(history[ids])
-        repeat = np.zeros(len(events), dtype=bool)
-        repeat[maybe] = pd.MultiIndex.from_frame(events[ids][maybe]).isin(kept)
-        return events[~repeat]
+        candidates = history.iloc[:0]
+        if len(history) and len(events):
+            known = history[ids[1]].isin(events[ids[1]]).to_numpy()
+            if known.any():  # ids may repeat across keys (a device's seq): keys too
+                known &= history[ids[0]].isin(events[ids[0]]).to_numpy()
+            candidates = history[known]
+        repeated = _repeated([np.concatenate([candidates[c].to_numpy(), events[c].to_numpy()])
+                              for c in ids])[len(candidates):]
+        return events[~repeated] if repeated.any() else events
 
     def _with_new_keys(self, keys: pd.DataFrame, arrived: pd.Series) -> pd.DataFrame:
         """The key table with a row of defaults for each key not in it yet (a key left
@@ -220,15 +215,15 @@ class RulesProcessor(BucketedProcessor):
         return entries[undecided].groupby(self._key, sort=False)[EVENT_MS].min()
 
 
-def _repeated(events: pd.DataFrame, ids: list[str]) -> np.ndarray:
-    """Whether each row repeats the ``ids`` of an earlier one: the columns numbered
-    together as one integer (one hash pass each), not compared as tuples built per row."""
-    code, size = np.zeros(len(events), dtype=np.int64), 1
-    for name in ids:
-        codes, uniques = pd.factorize(events[name].to_numpy())
+def _repeated(columns: list[np.ndarray]) -> np.ndarray:
+    """Whether each row repeats the values of an earlier one in every column: the columns
+    numbered together as one integer (one hash pass each), not compared as tuples."""
+    code, size = np.zeros(len(columns[0]), dtype=np.int64), 1
+    for values in columns:
+        codes, uniques = pd.factorize(values)
         code, size = code * max(len(uniques), 1) + codes, size * max(len(uniques), 1)
         if size >= 2**62:  # the combined number would overflow: compare the tuples
-            return events.duplicated(subset=ids).to_numpy()
+            return pd.DataFrame(dict(enumerate(columns))).duplicated().to_numpy()
     return pd.Index(code).duplicated()
 
 
