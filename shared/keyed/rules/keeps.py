@@ -18,7 +18,13 @@ from datetime import timedelta
 import pandas as pd
 import pyarrow as pa
 
-from shared.keyed.bucketed import BucketedSpec, ControlSpec, HistorySpec, Overflow
+from shared.keyed.bucketed import (
+    BucketedSpec,
+    BucketedSpecError,
+    ControlSpec,
+    HistorySpec,
+    Overflow,
+)
 from shared.keyed.rules.events import EVENT_MS
 from shared.keyed.rules.rule import Rule
 
@@ -57,7 +63,9 @@ class Keeps:
 
     def spec(self, rules: Sequence[Rule]) -> BucketedSpec:
         """The bucketed declaration: key fields and event fields gathered from the rules."""
-        assert EVENT_MS in self.events.names, f"kept events need an {EVENT_MS!r} column"
+        if EVENT_MS not in self.events.names:  # the column the layer orders and trims by
+            raise BucketedSpecError(f"kept events need an {EVENT_MS!r} column, got "
+                                    f"{self.events.names}")
         key_fields = [pa.field(f.name, f.type) for r in rules for f in r.key_fields]
         event_fields = [pa.field(f.name, f.type) for r in rules for f in r.event_fields]
         history = pa.schema([*self.events, *event_fields, pa.field(DECIDED, pa.bool_())])

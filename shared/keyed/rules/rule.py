@@ -70,7 +70,6 @@ class Step:
     keys: pd.DataFrame
     params: Any
     now_ms: int  # the batch's processing time: "detected at"
-    outputs: list[pd.DataFrame] = field(default_factory=list)
     watermark_ms: int = -1  # when final: event times <= this are final (-1 on arrival)
     # What the rules of one call derive from its events and share, by name, in the order
     # they run (a table every rule reads, what one rule found for the rules after it).
